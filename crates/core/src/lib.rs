@@ -1,0 +1,52 @@
+//! # tokensieve-core
+//!
+//! The contracts every tokensieve backend and device builds on:
+//!
+//! - [`spec`]: what the output must match ([`ConstraintSpec`]) and how
+//!   ([`SpecOptions`]), with a canonical [`CacheKey`].
+//! - [`grammar`]: [`GrammarBackend`] compiles a [`Constraint`] into an
+//!   immutable [`CompiledGrammar`]; each request gets a cheap
+//!   [`GrammarObject`] that fills bitmask rows and accepts tokens.
+//! - [`registry`]: backends by name (link-time `inventory` registrations and
+//!   run-time [`register_backend`]).
+//! - [`vocab`]: the token id -> bytes table ([`Vocabulary`]); [`hf`] loads it
+//!   from a Hugging Face `tokenizer.json` (feature `hf`, on by default).
+//! - [`bitmask`]: [`TokenBitmask`] in the XGrammar/vLLM layout.
+//! - [`device`]: [`MaskDevice`] and the reference [`CpuDevice`].
+//! - [`cache`]: [`GrammarCache`], compiling on a worker pool.
+//! - [`error`]: [`GrammarError`] (build time) and [`StepError`] (step time).
+//!
+//! The `none` backend (every token allowed) is registered here as the
+//! benchmark floor.
+//!
+//! ## Features
+//! - `hf` (default): the [`hf`] loader, which pulls in the `tokenizers` crate.
+
+pub mod bitmask;
+pub mod cache;
+pub mod device;
+pub mod error;
+pub mod grammar;
+#[cfg(feature = "hf")]
+pub mod hf;
+pub mod none_backend;
+pub mod registry;
+pub mod spec;
+pub mod vocab;
+
+pub use bitmask::{TokenBitmask, words_for};
+pub use cache::{CacheConfig, CacheResponse, CacheStats, GrammarCache, PendingCompile};
+pub use device::{CpuDevice, DType, DeviceError, LogitsMut, MaskDevice};
+pub use error::{GrammarError, Location, StepError};
+pub use grammar::{CompiledGrammar, GrammarBackend, GrammarObject, GrammarStats};
+pub use registry::{
+    BackendConfig, BackendFactory, BackendInfo, BackendRegistration, available_backends,
+    instantiate_backend, register_backend, unregister_backend,
+};
+pub use spec::{
+    CacheKey, Constraint, ConstraintSpec, SpecKind, SpecOptions, StructuralTag, TagItem, Whitespace,
+};
+pub use vocab::{VocabType, Vocabulary};
+
+// Re-exported so backend crates register without naming `inventory` themselves.
+pub use inventory;

@@ -1,0 +1,290 @@
+//! The vocabulary: token id -> the exact bytes that token appends to the output.
+//!
+//! This is all a grammar backend knows of a tokenizer (the llguidance
+//! `toktrie` idea): Hugging Face quirks (ByteLevel, `<0xNN>` byte fallback,
+//! `▁` metaspace) are resolved once, by the loader in [`crate::hf`].
+//!
+//! Ids `0..tokenizer_size` are the tokenizer's; ids `tokenizer_size..vocab_size`
+//! are the model's padding rows, which no grammar ever allows. Special tokens
+//! (`<|begin_of_text|>` …) are never matched by a grammar; stop tokens are the
+//! special tokens a matcher allows exactly when its grammar may end.
+
+use crate::error::{GrammarError, Location};
+use std::hash::{Hash, Hasher};
+
+/// How a tokenizer spells bytes in its vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VocabType {
+    /// GPT-2 style byte-to-unicode mapping (GPT-2, Llama 3, Qwen).
+    ByteLevel,
+    /// SentencePiece-style `▁` for space with `<0xNN>` byte tokens (Llama 2, Mistral, Phi-3).
+    ByteFallback,
+    /// `▁` for space without byte tokens.
+    Metaspace,
+    /// Token strings are the bytes themselves (tiktoken-style / test fixtures).
+    Raw,
+}
+
+impl VocabType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VocabType::ByteLevel => "byte_level",
+            VocabType::ByteFallback => "byte_fallback",
+            VocabType::Metaspace => "metaspace",
+            VocabType::Raw => "raw",
+        }
+    }
+}
+
+/// Token id -> bytes, plus which ids are special, stop or padding.
+#[derive(Debug, Clone)]
+pub struct Vocabulary {
+    /// Concatenated token bytes; token `i` is `bytes[offsets[i]..offsets[i+1]]`.
+    bytes: Vec<u8>,
+    offsets: Vec<u32>,
+    special: Vec<bool>,
+    stop: Vec<bool>,
+    stop_ids: Vec<u32>,
+    vocab_size: usize,
+    vocab_type: VocabType,
+}
+
+impl Vocabulary {
+    /// Builds a vocabulary from `(bytes, is_special)` per token id, in id order.
+    /// Special tokens keep their text in `bytes` (for display) but are never
+    /// matched by a grammar. No stop tokens; see [`Vocabulary::with_stop_tokens`].
+    pub fn new(vocab_type: VocabType, tokens: impl IntoIterator<Item = (Vec<u8>, bool)>) -> Self {
+        let mut bytes = Vec::new();
+        let mut offsets = vec![0u32];
+        let mut special = Vec::new();
+        for (b, s) in tokens {
+            bytes.extend_from_slice(&b);
+            offsets.push(u32::try_from(bytes.len()).expect("vocabulary bytes exceed 4 GiB"));
+            special.push(s);
+        }
+        let n = special.len();
+        Vocabulary {
+            bytes,
+            offsets,
+            special,
+            stop: vec![false; n],
+            stop_ids: Vec::new(),
+            vocab_size: n,
+            vocab_type,
+        }
+    }
+
+    /// A vocabulary of plain byte strings (all normal tokens, type `Raw`).
+    pub fn from_byte_tokens<B: AsRef<[u8]>>(tokens: impl IntoIterator<Item = B>) -> Self {
+        Self::new(
+            VocabType::Raw,
+            tokens.into_iter().map(|t| (t.as_ref().to_vec(), false)),
+        )
+    }
+
+    /// Replaces the stop tokens. Each id must be a token of the tokenizer.
+    /// Stop tokens are taken out of grammar matching (they are matched only
+    /// as "end of output").
+    pub fn with_stop_tokens(mut self, ids: &[u32]) -> Result<Self, GrammarError> {
+        let n = self.tokenizer_size();
+        self.stop = vec![false; n];
+        self.stop_ids.clear();
+        for &id in ids {
+            if id as usize >= n {
+                return Err(GrammarError::Vocabulary {
+                    location: Location::None,
+                    message: format!("stop token id {id} is outside the tokenizer's {n} tokens"),
+                });
+            }
+            if !self.stop[id as usize] {
+                self.stop[id as usize] = true;
+                self.stop_ids.push(id);
+            }
+        }
+        self.stop_ids.sort_unstable();
+        Ok(self)
+    }
+
+    /// Sets the model's vocabulary size (the logits width), which may exceed
+    /// the tokenizer's: the extra ids are padding and always masked.
+    pub fn with_vocab_size(mut self, vocab_size: usize) -> Result<Self, GrammarError> {
+        if vocab_size < self.tokenizer_size() {
+            return Err(GrammarError::Vocabulary {
+                location: Location::None,
+                message: format!(
+                    "model vocab_size {vocab_size} is smaller than the tokenizer's {} tokens",
+                    self.tokenizer_size()
+                ),
+            });
+        }
+        self.vocab_size = vocab_size;
+        Ok(self)
+    }
+
+    /// The model's vocabulary size: the width of logits and bitmask rows.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// How many ids the tokenizer defines (`<= vocab_size`).
+    pub fn tokenizer_size(&self) -> usize {
+        self.special.len()
+    }
+
+    /// 32-bit words per bitmask row.
+    pub fn mask_words(&self) -> usize {
+        self.vocab_size.div_ceil(32)
+    }
+
+    pub fn vocab_type(&self) -> VocabType {
+        self.vocab_type
+    }
+
+    /// The bytes of token `id` (a special token's text; empty for padding).
+    pub fn token_bytes(&self, id: u32) -> &[u8] {
+        let i = id as usize;
+        if i >= self.tokenizer_size() {
+            return &[];
+        }
+        &self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// The bytes a grammar may match for `id`: `None` for special, stop and
+    /// padding tokens and for empty tokens.
+    pub fn grammar_bytes(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        if i >= self.tokenizer_size() || self.special[i] || self.stop[i] {
+            return None;
+        }
+        let b = self.token_bytes(id);
+        (!b.is_empty()).then_some(b)
+    }
+
+    /// All tokens a grammar may match, with their bytes.
+    pub fn grammar_tokens(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        (0..self.tokenizer_size() as u32).filter_map(|id| self.grammar_bytes(id).map(|b| (id, b)))
+    }
+
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.get(id as usize).copied().unwrap_or(false)
+    }
+
+    pub fn is_stop(&self, id: u32) -> bool {
+        self.stop.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Padding ids: beyond the tokenizer, inside the model's vocab_size.
+    pub fn is_padding(&self, id: u32) -> bool {
+        let i = id as usize;
+        i >= self.tokenizer_size() && i < self.vocab_size
+    }
+
+    /// Stop token ids, ascending.
+    pub fn stop_tokens(&self) -> &[u32] {
+        &self.stop_ids
+    }
+
+    pub fn special_count(&self) -> usize {
+        self.special.iter().filter(|s| **s).count()
+    }
+
+    /// A hash of everything that affects grammar matching, so per-vocabulary
+    /// precomputation (token indices) can be cached and checked.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.bytes.hash(&mut h);
+        self.offsets.hash(&mut h);
+        self.special.hash(&mut h);
+        self.stop_ids.hash(&mut h);
+        self.vocab_size.hash(&mut h);
+        h.finish()
+    }
+
+    /// Greedy longest-match tokenization over grammar tokens. Not what a real
+    /// tokenizer produces (use [`crate::hf::HfTokenizer::encode`] for that),
+    /// but a valid tokenization: for tests and fixtures. `None` if some byte
+    /// has no token.
+    pub fn encode_greedy(&self, text: &[u8]) -> Option<Vec<u32>> {
+        let mut by_first: Vec<Vec<(u32, &[u8])>> = vec![Vec::new(); 256];
+        for (id, b) in self.grammar_tokens() {
+            by_first[b[0] as usize].push((id, b));
+        }
+        for v in &mut by_first {
+            v.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        }
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < text.len() {
+            let rest = &text[pos..];
+            let (id, b) = by_first[rest[0] as usize]
+                .iter()
+                .find(|(_, b)| rest.starts_with(b))?;
+            out.push(*id);
+            pos += b.len();
+        }
+        Some(out)
+    }
+
+    /// Concatenated bytes of `ids` (special tokens as their text).
+    pub fn decode(&self, ids: &[u32]) -> Vec<u8> {
+        ids.iter()
+            .flat_map(|&id| self.token_bytes(id).iter().copied())
+            .collect()
+    }
+}
+
+/// Small built-in vocabularies, so tests run with no files at all.
+pub mod fixtures {
+    use super::*;
+
+    /// A 300-odd token vocabulary: every single byte, common JSON pieces, and
+    /// `<eos>` (special, stop) as the last id. Byte tokens make every string
+    /// reachable; the multi-byte tokens exercise tokens that cross grammar
+    /// boundaries (`", "`, `":`, `true`).
+    pub fn json_tiny() -> Vocabulary {
+        const MULTI: &[&str] = &[
+            "{\"", "\":", "\": ", "\", \"", "\"}", "\",", ", ", ": ", "true", "false", "null",
+            "name", "age", "id", "type", "\"", "  ", "\n", "}", "]}", "[\"", "\"]", "00", "12",
+            "123", "abc", "the", " the", "é", "😀", "ab", "bc", "cd",
+        ];
+        let mut tokens: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
+        tokens.extend(MULTI.iter().map(|s| (s.as_bytes().to_vec(), false)));
+        tokens.push((b"<eos>".to_vec(), true));
+        let eos = tokens.len() as u32 - 1;
+        Vocabulary::new(VocabType::Raw, tokens)
+            .with_stop_tokens(&[eos])
+            .expect("eos is in range")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_and_specials_are_not_grammar_tokens() {
+        let v = fixtures::json_tiny().with_vocab_size(400).unwrap();
+        let eos = v.stop_tokens()[0];
+        assert!(v.grammar_bytes(eos).is_none());
+        assert!(v.is_padding(399));
+        assert!(v.grammar_bytes(399).is_none());
+        assert_eq!(v.mask_words(), 13);
+        assert_eq!(v.grammar_bytes(b'a' as u32), Some(&b"a"[..]));
+    }
+
+    #[test]
+    fn greedy_encoding_round_trips() {
+        let v = fixtures::json_tiny();
+        let text = "{\"name\": \"é😀\", \"age\": 12}";
+        let ids = v.encode_greedy(text.as_bytes()).unwrap();
+        assert_eq!(v.decode(&ids), text.as_bytes());
+        assert!(ids.len() < text.len());
+    }
+
+    #[test]
+    fn bad_sizes_are_errors() {
+        let v = fixtures::json_tiny();
+        assert!(v.clone().with_vocab_size(3).is_err());
+        assert!(v.with_stop_tokens(&[100_000]).is_err());
+    }
+}
