@@ -1,1 +1,86 @@
-//! tokensieve
+//! # tokensieve
+//!
+//! Constrained decoding for LLMs: at every decoding step, the set of tokens
+//! that keep the output inside a JSON Schema, a regular expression, a choice
+//! list or a grammar, as a bitmask ([`TokenBitmask`], the XGrammar/vLLM
+//! layout), applied to logits on the CPU ([`CpuDevice`]), CUDA or WebGPU.
+//!
+//! This is the facade users depend on. It re-exports [`tokensieve_core`] and,
+//! behind cargo features, the backends and devices:
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `regex-fsm` | yes | Outlines-style backend (`regex-fsm`, alias `outlines`) |
+//! | `earley` | yes | context-free backend (not implemented yet: registers nothing) |
+//! | `reasoner` | yes | unconstrained thinking before a think-end token |
+//! | `cuda` | no | [`cuda`] mask device (cudarc, loads the driver at run time) |
+//! | `wgpu` | no | [`wgpu`] mask device (any WebGPU adapter) |
+//!
+//! ## The loop
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tokensieve::{BackendConfig, Constraint, CpuDevice, LogitsMut, MaskDevice, TokenBitmask};
+//!
+//! let vocab = Arc::new(tokensieve::vocab::fixtures::json_tiny());
+//! let backend = tokensieve::create_backend("none", &BackendConfig::default(), vocab.clone())?;
+//! let grammar = backend.compile(&Constraint::regex("[0-9]+"))?;
+//! let mut matcher = grammar.matcher();
+//!
+//! let mut mask = TokenBitmask::new(1, vocab.vocab_size());
+//! matcher.fill_bitmask(mask.row_mut(0));
+//! let mut logits = vec![0.0f32; vocab.vocab_size()];
+//! CpuDevice.apply_token_bitmask_inplace(LogitsMut::F32(&mut logits), vocab.vocab_size(), mask.as_slice(), None)?;
+//! let token = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).unwrap() as u32;
+//! matcher.accept_token(token)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub use tokensieve_core::*;
+
+#[cfg(feature = "cuda")]
+pub use tokensieve_cuda as cuda;
+#[cfg(feature = "earley")]
+pub use tokensieve_earley as earley;
+#[cfg(feature = "reasoner")]
+pub use tokensieve_reasoner as reasoner;
+#[cfg(feature = "regex-fsm")]
+pub use tokensieve_regex_fsm as regex_fsm;
+#[cfg(feature = "wgpu")]
+pub use tokensieve_wgpu as wgpu;
+
+use std::sync::Arc;
+
+/// Makes sure every enabled backend crate is linked, so its `inventory`
+/// registration is seen even when nothing else refers to the crate.
+fn link_backends() {
+    #[cfg(feature = "regex-fsm")]
+    std::hint::black_box(tokensieve_regex_fsm::BACKEND_NAME);
+}
+
+/// Every registered backend (run-time registrations first).
+pub fn available_backends() -> Vec<BackendInfo> {
+    link_backends();
+    tokensieve_core::available_backends()
+}
+
+/// Creates the backend registered as `name` for `vocab`. When
+/// `config.think_end_token` is set, the backend is wrapped in the reasoner:
+/// unconstrained while thinking, constrained after the think-end token.
+pub fn create_backend(
+    name: &str,
+    config: &BackendConfig,
+    vocab: Arc<Vocabulary>,
+) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
+    link_backends();
+    let inner = tokensieve_core::instantiate_backend(name, config, vocab)?;
+    match &config.think_end_token {
+        None => Ok(inner),
+        #[cfg(feature = "reasoner")]
+        Some(token) => Ok(Arc::new(tokensieve_reasoner::ReasonerBackend::new(inner, token)?)),
+        #[cfg(not(feature = "reasoner"))]
+        Some(_) => Err(GrammarError::InvalidConfig(
+            "think_end_token needs the `reasoner` feature of tokensieve".into(),
+        )),
+    }
+}

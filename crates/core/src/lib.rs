@@ -29,6 +29,7 @@ pub mod error;
 pub mod grammar;
 #[cfg(feature = "hf")]
 pub mod hf;
+pub mod maskbench;
 pub mod none_backend;
 pub mod registry;
 pub mod spec;

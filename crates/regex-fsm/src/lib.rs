@@ -1,1 +1,3 @@
-//! placeholder
+//! placeholder: being written
+pub mod json_schema;
+pub const BACKEND_NAME: &str = "regex-fsm";

@@ -1,0 +1,54 @@
+//! What every subcommand shares: loading a tokenizer, creating a backend,
+//! turning command-line flags into a constraint, and the "bad input" error
+//! that exits with code 2.
+
+use std::fmt;
+use std::sync::Arc;
+use tokensieve::hf::HfTokenizer;
+use tokensieve::{BackendConfig, Constraint, GrammarBackend, GrammarError};
+
+/// Bad input: printed as one line on stderr, exit code 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl fmt::Display for BadInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+impl From<GrammarError> for BadInput {
+    fn from(e: GrammarError) -> Self {
+        BadInput(e.to_string())
+    }
+}
+
+pub fn load_tokenizer(path: &str) -> Result<HfTokenizer, BadInput> {
+    HfTokenizer::from_file(path).map_err(BadInput::from)
+}
+
+pub fn make_backend(
+    name: &str,
+    config: &BackendConfig,
+    tok: &HfTokenizer,
+) -> Result<Arc<dyn GrammarBackend>, BadInput> {
+    let vocab = Arc::new(tok.vocabulary().clone());
+    tokensieve::create_backend(name, config, vocab).map_err(BadInput::from)
+}
+
+/// Reads a file given on the command line, naming it in the error.
+pub fn read_file(what: &str, path: &str) -> Result<String, BadInput> {
+    std::fs::read_to_string(path).map_err(|e| BadInput(format!("cannot read {what} {path}: {e}")))
+}
+
+/// Checks that `constraint` is a kind `backend` supports, before compiling.
+pub fn check_kind(backend: &dyn GrammarBackend, constraint: &Constraint) -> Result<(), BadInput> {
+    let kind = constraint.kind();
+    if backend.supported_kinds().contains(&kind) {
+        Ok(())
+    } else {
+        Err(backend.unsupported_spec(kind).into())
+    }
+}

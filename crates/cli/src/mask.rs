@@ -1,0 +1,109 @@
+//! `tokensieve mask`: tokenize a text, walk it through a matcher, report.
+
+use crate::common::{self, BadInput};
+use clap::Args;
+use tokensieve::bitmask::{row_count_allowed, row_is_allowed};
+use tokensieve::{BackendConfig, Constraint, ConstraintSpec, SpecOptions, Whitespace};
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("spec").required(true).args(["schema", "json", "regex", "choice", "grammar"])))]
+pub struct MaskArgs {
+    /// Backend name (see `tokensieve backends`).
+    #[arg(long)]
+    pub backend: String,
+    /// Path to a Hugging Face tokenizer.json.
+    #[arg(long)]
+    pub tokenizer: String,
+    /// A JSON Schema file.
+    #[arg(long)]
+    pub schema: Option<String>,
+    /// Any JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// A regular expression the whole text must match.
+    #[arg(long)]
+    pub regex: Option<String>,
+    /// One allowed string (repeat the flag for each choice).
+    #[arg(long)]
+    pub choice: Vec<String>,
+    /// An EBNF/GBNF grammar file.
+    #[arg(long)]
+    pub grammar: Option<String>,
+    /// Root rule of --grammar.
+    #[arg(long, default_value = "root")]
+    pub root: String,
+    /// Whitespace in JSON: any (default) or compact.
+    #[arg(long, default_value = "any", value_parser = ["any", "compact"])]
+    pub whitespace: String,
+    /// Strict mode: no additional properties unless the schema allows them.
+    #[arg(long)]
+    pub strict: bool,
+    /// Bound recursive schemas / --json to this nesting depth (regex backend).
+    #[arg(long)]
+    pub max_depth: Option<u32>,
+    /// The text to walk through the constraint.
+    #[arg(long)]
+    pub text: String,
+}
+
+impl MaskArgs {
+    pub fn constraint(&self) -> Result<Constraint, BadInput> {
+        let spec = if let Some(path) = &self.schema {
+            ConstraintSpec::JsonSchema(common::read_file("schema", path)?)
+        } else if self.json {
+            ConstraintSpec::JsonObject
+        } else if let Some(r) = &self.regex {
+            ConstraintSpec::Regex(r.clone())
+        } else if !self.choice.is_empty() {
+            ConstraintSpec::Choice(self.choice.clone())
+        } else if let Some(path) = &self.grammar {
+            ConstraintSpec::Ebnf {
+                grammar: common::read_file("grammar", path)?,
+                root: self.root.clone(),
+            }
+        } else {
+            return Err(BadInput("no constraint given".into()));
+        };
+        let options = SpecOptions {
+            whitespace: if self.whitespace == "compact" {
+                Whitespace::Compact
+            } else {
+                Whitespace::Any
+            },
+            strict: self.strict,
+            max_depth: self.max_depth,
+        };
+        Ok(Constraint::with_options(spec, options))
+    }
+}
+
+pub fn run(args: &MaskArgs) -> anyhow::Result<u8> {
+    let tok = common::load_tokenizer(&args.tokenizer)?;
+    let backend = common::make_backend(&args.backend, &BackendConfig::default(), &tok)?;
+    let constraint = args.constraint()?;
+    common::check_kind(backend.as_ref(), &constraint)?;
+    let grammar = backend.compile(&constraint).map_err(BadInput::from)?;
+    let tokens = tok.encode(&args.text)?;
+    let vocab = backend.vocabulary().clone();
+    let mut matcher = grammar.matcher();
+    let mut row = vec![0u32; vocab.mask_words()];
+    for (i, &t) in tokens.iter().enumerate() {
+        matcher.fill_bitmask(&mut row);
+        let allowed = row_count_allowed(&row, vocab.vocab_size());
+        let shown = String::from_utf8_lossy(vocab.token_bytes(t));
+        if !row_is_allowed(&row, t) {
+            println!("rejected at token {i} (id {t}, {shown:?}): {allowed} tokens were allowed there");
+            return Ok(1);
+        }
+        if let Err(e) = matcher.accept_token(t) {
+            println!("engine error at token {i} (id {t}, {shown:?}): in the mask but refused: {e}");
+            return Ok(1);
+        }
+    }
+    if !matcher.is_accepting() {
+        println!("rejected at the end: all {} tokens allowed, but the output may not end here", tokens.len());
+        return Ok(1);
+    }
+    println!("accepted: {} tokens", tokens.len());
+    Ok(0)
+}
