@@ -38,6 +38,8 @@
 
 pub use tokensieve_core::*;
 
+pub mod bench_protocol;
+
 #[cfg(feature = "cuda")]
 pub use tokensieve_cuda as cuda;
 #[cfg(feature = "earley")]
@@ -77,7 +79,11 @@ pub fn create_backend(
     match &config.think_end_token {
         None => Ok(inner),
         #[cfg(feature = "reasoner")]
-        Some(token) => Ok(Arc::new(tokensieve_reasoner::ReasonerBackend::new(inner, token)?)),
+        Some(token) => Ok(Arc::new(tokensieve_reasoner::ReasonerBackend::new(
+            inner,
+            token,
+            config.max_rollback,
+        )?)),
         #[cfg(not(feature = "reasoner"))]
         Some(_) => Err(GrammarError::InvalidConfig(
             "think_end_token needs the `reasoner` feature of tokensieve".into(),

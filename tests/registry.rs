@@ -1,0 +1,111 @@
+//! The registry through the facade: link-time registration by a crate outside
+//! core (examples/custom-backend), run-time registration, lookup order,
+//! unknown names, and the reasoner wrapper.
+
+use std::sync::Arc;
+use tokensieve::bitmask::row_allowed_tokens;
+use tokensieve::vocab::fixtures;
+use tokensieve::{BackendConfig, Constraint, GrammarError, create_backend, register_backend};
+
+// Depending on the example crate is all it takes; this `use` only keeps the
+// name in one place.
+use tokensieve_example_custom_backend::NAME as THIRD_PARTY;
+
+#[test]
+fn third_party_backend_is_found_by_name_and_constrains() {
+    assert!(
+        tokensieve::available_backends()
+            .iter()
+            .any(|b| b.name == THIRD_PARTY)
+    );
+    let vocab = Arc::new(fixtures::json_tiny());
+    let backend = create_backend(THIRD_PARTY, &BackendConfig::default(), vocab.clone()).unwrap();
+    let mut m = backend
+        .compile(&Constraint::choice(["true", "tree"]))
+        .unwrap()
+        .matcher();
+    let mut row = vec![0; vocab.mask_words()];
+    m.fill_bitmask(&mut row);
+    let allowed: Vec<Vec<u8>> = row_allowed_tokens(&row, vocab.vocab_size())
+        .into_iter()
+        .map(|t| vocab.token_bytes(t).to_vec())
+        .collect();
+    assert_eq!(allowed, vec![b"t".to_vec(), b"true".to_vec()]);
+    m.accept_tokens(&vocab.encode_greedy(b"tree").unwrap())
+        .unwrap();
+    assert!(m.is_accepting());
+}
+
+#[test]
+fn builtin_backends_are_listed() {
+    let names: Vec<String> = tokensieve::available_backends()
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
+    assert!(names.contains(&"none".to_string()), "{names:?}");
+    #[cfg(feature = "regex-fsm")]
+    assert!(names.contains(&"regex-fsm".to_string()), "{names:?}");
+}
+
+#[test]
+fn unknown_backend_error_lists_available_names() {
+    let err = create_backend(
+        "no-such-backend",
+        &BackendConfig::default(),
+        Arc::new(fixtures::json_tiny()),
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(err, GrammarError::UnknownBackend { .. }));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no-such-backend") && msg.contains("none") && msg.contains(THIRD_PARTY),
+        "{msg}"
+    );
+}
+
+#[test]
+fn runtime_registration_comes_before_link_time() {
+    // Shadow the third-party name with a run-time backend that is really `none`.
+    register_backend("shadow-test", "test", |c, v| {
+        Ok(Arc::new(tokensieve::none_backend::NoneBackend::new(v, c)))
+    });
+    let b = create_backend(
+        "shadow-test",
+        &BackendConfig::default(),
+        Arc::new(fixtures::json_tiny()),
+    )
+    .unwrap();
+    assert_eq!(b.name(), "none");
+    let first = tokensieve::available_backends().into_iter().next().unwrap();
+    assert_eq!(first.origin, "runtime");
+}
+
+#[cfg(feature = "reasoner")]
+#[test]
+fn think_end_token_wraps_in_the_reasoner() {
+    let mut tokens: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
+    tokens.push((b"</think>".to_vec(), true));
+    let vocab = Arc::new(tokensieve::Vocabulary::new(
+        tokensieve::VocabType::Raw,
+        tokens,
+    ));
+    let config = BackendConfig {
+        think_end_token: Some("</think>".into()),
+        ..Default::default()
+    };
+    let b = create_backend(THIRD_PARTY, &config, vocab.clone()).unwrap();
+    assert_eq!(b.name(), "example-choice+reasoner");
+    let mut m = b.compile(&Constraint::choice(["ok"])).unwrap().matcher();
+    m.accept_token(b'z' as u32).unwrap(); // thinking: anything goes
+    m.accept_token(256).unwrap(); // </think>
+    assert!(m.accept_token(b'z' as u32).is_err());
+    m.accept_tokens(&[b'o' as u32, b'k' as u32]).unwrap();
+    assert!(m.is_accepting());
+
+    let bad = BackendConfig {
+        think_end_token: Some("</reasoning>".into()),
+        ..Default::default()
+    };
+    assert!(create_backend(THIRD_PARTY, &bad, vocab).is_err());
+}
