@@ -1,0 +1,280 @@
+//! The `tokensieve` binary's public surface: subcommand names, output and exit
+//! codes (0 accepted, 1 rejected, 2 bad input: one line on stderr, no panic).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tokensieve"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("running tokensieve")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited normally")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Llama 3 from ../shared when present, else the repo's own byte-level fixture.
+fn tokenizer() -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shared = root.join("../shared/data/tokenizers/llama3/tokenizer.json");
+    if shared.exists() {
+        return shared.display().to_string();
+    }
+    eprintln!("note: ../shared/data absent, using the in-repo fixture tokenizer");
+    root.join("crates/core/tests/fixtures/byte_level_tokenizer.json")
+        .display()
+        .to_string()
+}
+
+fn assert_bad_input(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(code(o), 2, "stderr: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(needle), "{needle:?} not in {err:?}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn backends_lists_kinds() {
+    let o = run(&["backends"]);
+    assert_eq!(code(&o), 0);
+    let out = stdout(&o);
+    let none = out
+        .lines()
+        .find(|l| l.starts_with("none\t"))
+        .expect("none listed");
+    assert!(
+        none.contains("json_schema") && none.contains("regex"),
+        "{none}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("regex-fsm (alias outlines)\t")),
+        "{out}"
+    );
+}
+
+#[test]
+fn vocab_describes_the_tokenizer() {
+    let o = run(&["vocab", "--tokenizer", &tokenizer()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["type"], "byte_level");
+    assert!(v["vocab_size"].as_u64().unwrap() > 256);
+    assert!(!v["stop_tokens"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn mask_accepts_and_rejects() {
+    let tok = tokenizer();
+    let ok = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--regex",
+        "[a-z]+ [0-9]{2}",
+        "--text",
+        "hello 42",
+    ]);
+    assert_eq!(code(&ok), 0, "{} {}", stdout(&ok), stderr(&ok));
+    assert!(stdout(&ok).starts_with("accepted"));
+
+    let bad = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--regex",
+        "[a-z]+ [0-9]{2}",
+        "--text",
+        "hello 4x",
+    ]);
+    assert_eq!(code(&bad), 1);
+    let out = stdout(&bad);
+    assert!(
+        out.starts_with("rejected at token") && out.contains("tokens were allowed"),
+        "{out}"
+    );
+
+    let short = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--choice",
+        "yes",
+        "--choice",
+        "yesterday",
+        "--text",
+        "yest",
+    ]);
+    assert_eq!(code(&short), 1);
+    assert!(
+        stdout(&short).contains("may not end here"),
+        "{}",
+        stdout(&short)
+    );
+
+    let choice = run(&[
+        "mask",
+        "--backend",
+        "outlines",
+        "--tokenizer",
+        &tok,
+        "--choice",
+        "yes",
+        "--choice",
+        "no",
+        "--text",
+        "no",
+    ]);
+    assert_eq!(code(&choice), 0, "{}", stderr(&choice));
+}
+
+#[test]
+fn mask_with_a_schema_file() {
+    let dir = std::env::temp_dir().join(format!("tokensieve-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("schema.json");
+    std::fs::write(&schema, r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}"#).unwrap();
+    let s = schema.display().to_string();
+    let tok = tokenizer();
+    let ok = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--schema",
+        &s,
+        "--text",
+        r#"{"a": 12}"#,
+    ]);
+    assert_eq!(code(&ok), 0, "{} {}", stdout(&ok), stderr(&ok));
+    let bad = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--schema",
+        &s,
+        "--text",
+        r#"{"a": "x"}"#,
+    ]);
+    assert_eq!(code(&bad), 1);
+    std::fs::write(&schema, "{not json").unwrap();
+    let malformed = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--schema",
+        &s,
+        "--text",
+        "{}",
+    ]);
+    assert_bad_input(&malformed, "schema");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let tok = tokenizer();
+    assert_bad_input(
+        &run(&["vocab", "--tokenizer", "/nonexistent/tokenizer.json"]),
+        "/nonexistent/tokenizer.json",
+    );
+
+    let dir = std::env::temp_dir().join(format!("tokensieve-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("tokenizer.json");
+    std::fs::write(&junk, "{\"model\": 3}").unwrap();
+    assert_bad_input(
+        &run(&["vocab", "--tokenizer", &junk.display().to_string()]),
+        "tokenizer.json",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let unknown = run(&[
+        "mask",
+        "--backend",
+        "nope",
+        "--tokenizer",
+        &tok,
+        "--regex",
+        "a",
+        "--text",
+        "a",
+    ]);
+    assert_bad_input(&unknown, "unknown backend `nope`");
+
+    let kind = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--grammar",
+        "/dev/null",
+        "--text",
+        "a",
+    ]);
+    assert_bad_input(&kind, "does not support ebnf");
+
+    let regex = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--regex",
+        "(a",
+        "--text",
+        "a",
+    ]);
+    assert_bad_input(&regex, "regex");
+
+    let look = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--regex",
+        "a(?=b)",
+        "--text",
+        "a",
+    ]);
+    assert_bad_input(&look, "look");
+
+    let missing = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--schema",
+        "/nonexistent.json",
+        "--text",
+        "a",
+    ]);
+    assert_bad_input(&missing, "/nonexistent.json");
+}
