@@ -32,7 +32,7 @@ fn tokenizer() -> String {
         return shared.display().to_string();
     }
     eprintln!("note: ../shared/data absent, using the in-repo fixture tokenizer");
-    root.join("crates/core/tests/fixtures/byte_level_tokenizer.json")
+    root.join("crates/core/tests/fixtures/byte_level_bpe.json")
         .display()
         .to_string()
 }

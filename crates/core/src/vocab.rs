@@ -10,6 +10,7 @@
 //! special tokens a matcher allows exactly when its grammar may end.
 
 use crate::error::{GrammarError, Location};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 /// How a tokenizer spells bytes in its vocabulary.
@@ -202,25 +203,45 @@ impl Vocabulary {
 
     /// Greedy longest-match tokenization over grammar tokens. Not what a real
     /// tokenizer produces (use [`crate::hf::HfTokenizer::encode`] for that),
-    /// but a valid tokenization: for tests and fixtures. `None` if some byte
-    /// has no token.
+    /// but a valid tokenization: for tests and fixtures. At each position it
+    /// takes the longest token after which the rest can still be spelled
+    /// (lowest id among equal bytes), so it finds a tokenization whenever
+    /// one exists; `None` if none does. Linear in `text.len()` times the
+    /// longest token.
     pub fn encode_greedy(&self, text: &[u8]) -> Option<Vec<u32>> {
-        let mut by_first: Vec<Vec<(u32, &[u8])>> = vec![Vec::new(); 256];
+        let mut by_bytes: HashMap<&[u8], u32> = HashMap::new();
+        let mut max_len = 0;
         for (id, b) in self.grammar_tokens() {
-            by_first[b[0] as usize].push((id, b));
+            by_bytes.entry(b).or_insert(id);
+            max_len = max_len.max(b.len());
         }
-        for v in &mut by_first {
-            v.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        // best[pos]: the token to take at `pos` (longest with a spellable
+        // rest), filled from the end; best[len] is the empty rest.
+        let n = text.len();
+        let mut best: Vec<Option<(u32, usize)>> = vec![None; n + 1];
+        let mut spellable = vec![false; n + 1];
+        spellable[n] = true;
+        for pos in (0..n).rev() {
+            for len in (1..=max_len.min(n - pos)).rev() {
+                if !spellable[pos + len] {
+                    continue;
+                }
+                if let Some(&id) = by_bytes.get(&text[pos..pos + len]) {
+                    best[pos] = Some((id, len));
+                    spellable[pos] = true;
+                    break;
+                }
+            }
+        }
+        if !spellable[0] {
+            return None;
         }
         let mut out = Vec::new();
         let mut pos = 0;
-        while pos < text.len() {
-            let rest = &text[pos..];
-            let (id, b) = by_first[rest[0] as usize]
-                .iter()
-                .find(|(_, b)| rest.starts_with(b))?;
-            out.push(*id);
-            pos += b.len();
+        while pos < n {
+            let (id, len) = best[pos]?;
+            out.push(id);
+            pos += len;
         }
         Some(out)
     }
@@ -279,6 +300,31 @@ mod tests {
         let ids = v.encode_greedy(text.as_bytes()).unwrap();
         assert_eq!(v.decode(&ids), text.as_bytes());
         assert!(ids.len() < text.len());
+    }
+
+    #[test]
+    fn greedy_encoding_backtracks_out_of_dead_ends() {
+        // Longest match first would take "abc" and then find no "d".
+        let v = Vocabulary::from_byte_tokens(["ab", "abc", "cd", "x"]);
+        assert_eq!(v.encode_greedy(b"abcd"), Some(vec![0, 2]));
+        assert_eq!(v.encode_greedy(b"abcx"), Some(vec![1, 3]));
+        assert_eq!(v.encode_greedy(b"abd"), None);
+        assert_eq!(v.encode_greedy(b""), Some(vec![]));
+        // Special, stop and empty tokens are never used.
+        let v = Vocabulary::new(
+            VocabType::Raw,
+            [
+                (b"a".to_vec(), false),
+                (b"ab".to_vec(), true),
+                (b"abc".to_vec(), false),
+                (Vec::new(), false),
+                (b"b".to_vec(), false),
+            ],
+        )
+        .with_stop_tokens(&[2])
+        .unwrap();
+        assert_eq!(v.encode_greedy(b"ab"), Some(vec![0, 4]));
+        assert_eq!(v.encode_greedy(b"abc"), None);
     }
 
     #[test]
