@@ -1,0 +1,265 @@
+//! [`RegexFsmBackend`] (spec -> regex -> DFA -> index) and the compiled
+//! [`RegexGrammar`] it hands out.
+
+use crate::config::RegexFsmConfig;
+use crate::dfa::{ByteDfa, DfaLimits};
+use crate::index::{IndexStats, TokenIndex};
+use crate::json_schema;
+use crate::matcher::RegexMatcher;
+use crate::trie::TokenTrie;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokensieve_core::{
+    CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError, GrammarObject,
+    SpecKind, Vocabulary,
+};
+
+/// The spec kinds this backend compiles.
+pub const SUPPORTED_KINDS: [SpecKind; 4] = [
+    SpecKind::Regex,
+    SpecKind::Choice,
+    SpecKind::JsonSchema,
+    SpecKind::JsonObject,
+];
+
+/// The regex backend for one vocabulary. Holds the vocabulary's token trie
+/// (built in [`new`](Self::new), shared with other backends on the same
+/// vocabulary); every [`compile`](GrammarBackend::compile) builds a DFA and
+/// a token index.
+pub struct RegexFsmBackend {
+    vocab: Arc<Vocabulary>,
+    config: RegexFsmConfig,
+    trie: Arc<TokenTrie>,
+}
+
+impl std::fmt::Debug for RegexFsmBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegexFsmBackend")
+            .field("vocab_size", &self.vocab.vocab_size())
+            .field("config", &self.config)
+            .field("trie_nodes", &self.trie.num_nodes())
+            .finish()
+    }
+}
+
+impl RegexFsmBackend {
+    /// A backend for `vocab`. Builds (or reuses) the vocabulary's token trie:
+    /// tens of milliseconds for a 128k-token vocabulary, once.
+    pub fn new(vocab: Arc<Vocabulary>, config: RegexFsmConfig) -> Self {
+        let trie = TokenTrie::shared(&vocab);
+        RegexFsmBackend {
+            vocab,
+            config,
+            trie,
+        }
+    }
+
+    pub fn config(&self) -> &RegexFsmConfig {
+        &self.config
+    }
+
+    /// The vocabulary's token trie.
+    pub fn trie(&self) -> &Arc<TokenTrie> {
+        &self.trie
+    }
+
+    /// The regex a constraint lowers to (whole-output match), or why it
+    /// cannot be lowered.
+    pub fn lower(&self, constraint: &Constraint) -> Result<String, GrammarError> {
+        match &constraint.spec {
+            ConstraintSpec::Regex(pattern) => Ok(pattern.clone()),
+            ConstraintSpec::Choice(choices) => choice_regex(choices),
+            ConstraintSpec::JsonSchema(schema) => json_schema::schema_to_regex(
+                schema,
+                &constraint.options,
+                self.config.max_whitespace,
+            ),
+            ConstraintSpec::JsonObject => {
+                json_schema::json_object_regex(&constraint.options, self.config.max_whitespace)
+            }
+            other => Err(self.unsupported_spec(other.kind())),
+        }
+    }
+
+    /// Compiles a regex (whole-output match) into a grammar, keeping its
+    /// concrete type (for [`RegexGrammar::build_stats`]).
+    pub fn compile_regex(&self, pattern: &str) -> Result<RegexGrammar, GrammarError> {
+        self.compile_regex_from(pattern, Instant::now())
+    }
+
+    fn compile_regex_from(
+        &self,
+        pattern: &str,
+        started: Instant,
+    ) -> Result<RegexGrammar, GrammarError> {
+        self.config.validate()?;
+        let c = &self.config;
+        let dfa_start = Instant::now();
+        let dfa = ByteDfa::build(
+            pattern,
+            &DfaLimits {
+                nfa_size_limit: c.nfa_size_limit,
+                dfa_size_limit: c.dfa_size_limit,
+                max_dfa_states: c.max_dfa_states,
+                minimize: c.minimize,
+            },
+        )?;
+        let dfa_time = dfa_start.elapsed();
+        let index_start = Instant::now();
+        let index = TokenIndex::build(
+            &dfa,
+            &self.trie,
+            self.vocab.mask_words(),
+            c.max_index_bytes,
+            c.parallel_build,
+        )?;
+        let index_time = index_start.elapsed();
+        let build = BuildStats {
+            raw_dfa_states: dfa.raw_states,
+            dfa_states: dfa.num_states(),
+            byte_classes: dfa.num_classes(),
+            dfa_time,
+            index_time,
+            index: index.stats().clone(),
+            memory_bytes: dfa.memory_bytes() + index.stats().bytes,
+        };
+        Ok(RegexGrammar {
+            inner: Arc::new(GrammarInner {
+                dfa,
+                index,
+                vocab: self.vocab.clone(),
+                max_rollback: c.max_rollback,
+                compile_time: started.elapsed(),
+                build,
+            }),
+        })
+    }
+}
+
+/// `(?:a|b|…)` of the escaped choices.
+fn choice_regex(choices: &[String]) -> Result<String, GrammarError> {
+    if choices.is_empty() {
+        return Err(GrammarError::InvalidSpec(
+            "a choice constraint needs at least one string".into(),
+        ));
+    }
+    let alternatives: Vec<String> = choices.iter().map(|c| regex_syntax::escape(c)).collect();
+    Ok(format!("(?:{})", alternatives.join("|")))
+}
+
+impl GrammarBackend for RegexFsmBackend {
+    fn name(&self) -> &str {
+        crate::BACKEND_NAME
+    }
+
+    fn supported_kinds(&self) -> &[SpecKind] {
+        &SUPPORTED_KINDS
+    }
+
+    fn vocabulary(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    fn compile(&self, constraint: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        let started = Instant::now();
+        let pattern = self.lower(constraint)?;
+        Ok(Arc::new(self.compile_regex_from(&pattern, started)?))
+    }
+}
+
+/// What a compilation built, and how long each part took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildStats {
+    /// States of the `regex-automata` DFA, before pruning and minimization.
+    pub raw_dfa_states: usize,
+    /// States of the final DFA (the dead one included).
+    pub dfa_states: usize,
+    /// Byte classes of the final DFA.
+    pub byte_classes: usize,
+    /// Parse + NFA + DFA + pruning + minimization.
+    pub dfa_time: Duration,
+    /// Token index build.
+    pub index_time: Duration,
+    pub index: IndexStats,
+    /// Heap bytes of the DFA table and the index.
+    pub memory_bytes: usize,
+}
+
+pub(crate) struct GrammarInner {
+    pub dfa: ByteDfa,
+    pub index: TokenIndex,
+    pub vocab: Arc<Vocabulary>,
+    pub max_rollback: usize,
+    pub compile_time: Duration,
+    pub build: BuildStats,
+}
+
+/// A compiled regex over one vocabulary: DFA + token index, shared by all its
+/// matchers (cloning it or calling [`matcher`](CompiledGrammar::matcher) is
+/// cheap).
+#[derive(Clone)]
+pub struct RegexGrammar {
+    inner: Arc<GrammarInner>,
+}
+
+impl std::fmt::Debug for RegexGrammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegexGrammar")
+            .field("build", &self.inner.build)
+            .field("compile_time", &self.inner.compile_time)
+            .finish()
+    }
+}
+
+impl RegexGrammar {
+    /// A fresh matcher with its concrete type.
+    pub fn regex_matcher(&self) -> RegexMatcher {
+        RegexMatcher::new(self.inner.clone())
+    }
+
+    /// Sizes and timings of this compilation.
+    pub fn build_stats(&self) -> &BuildStats {
+        &self.inner.build
+    }
+
+    /// The DFA.
+    pub fn dfa(&self) -> &ByteDfa {
+        &self.inner.dfa
+    }
+
+    /// The token index.
+    pub fn index(&self) -> &TokenIndex {
+        &self.inner.index
+    }
+}
+
+impl CompiledGrammar for RegexGrammar {
+    fn matcher(&self) -> Box<dyn GrammarObject> {
+        Box::new(self.regex_matcher())
+    }
+
+    fn compile_time(&self) -> Duration {
+        self.inner.compile_time
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.inner.build.memory_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_are_escaped() {
+        assert_eq!(
+            choice_regex(&["a.b".into(), "(c)".into()]).unwrap(),
+            r"(?:a\.b|\(c\))"
+        );
+        assert!(matches!(
+            choice_regex(&[]),
+            Err(GrammarError::InvalidSpec(_))
+        ));
+    }
+}

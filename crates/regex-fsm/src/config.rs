@@ -1,0 +1,138 @@
+//! [`RegexFsmConfig`]: every knob of the regex backend, with its default and
+//! what it costs.
+
+use tokensieve_core::{BackendConfig, GrammarError};
+
+/// Configuration of the regex backend. Plain data: every field has a
+/// documented default ([`Default`]), so set only what you need:
+///
+/// ```
+/// use tokensieve_regex_fsm::RegexFsmConfig;
+/// let config = RegexFsmConfig { max_dfa_states: 10_000, ..Default::default() };
+/// assert_eq!(config.max_whitespace, 20);
+/// ```
+///
+/// Through the registry (`BackendConfig::options`), the same knobs are read
+/// by name: `max_dfa_states`, `nfa_size_limit`, `dfa_size_limit`,
+/// `max_index_bytes`, `minimize`, `max_whitespace`, `parallel_build`
+/// (see [`RegexFsmConfig::from_backend_config`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegexFsmConfig {
+    /// Steps a matcher keeps for `rollback`. Default 32 (from
+    /// `BackendConfig::max_rollback`). Cost: 8 bytes per step per matcher.
+    pub max_rollback: usize,
+    /// Most states the final (pruned, minimized) DFA may have. Default
+    /// 50,000. Each state costs one walk of the vocabulary trie at build time
+    /// (microseconds for a literal position, about a millisecond for a state
+    /// inside a free string on a 128k vocabulary) and one row index.
+    pub max_dfa_states: usize,
+    /// Heap bytes the Thompson NFA may use while compiling the regex. Default
+    /// 10 MiB (the `regex` crate's default). Bounds huge counted repetitions
+    /// such as `(a|b){1000}{1000}` before any time is spent determinizing.
+    pub nfa_size_limit: usize,
+    /// Heap bytes the dense DFA (and, separately, the determinizer's scratch
+    /// space) may use. Default 32 MiB; determinization runs at roughly
+    /// 10–50 MiB/s, so the default bounds DFA construction to about a second.
+    pub dfa_size_limit: usize,
+    /// Heap bytes the token index (distinct mask rows + per-state row ids)
+    /// may use. Default 512 MiB. A dense row costs `vocab_size / 8` bytes
+    /// (16 KiB for Llama 3); rows are deduplicated across states and stored
+    /// sparsely when few tokens are allowed.
+    pub max_index_bytes: usize,
+    /// Minimize the DFA (Hopcroft) before building the index. Default `true`:
+    /// it costs well under a millisecond for typical JSON-schema regexes and
+    /// saves one trie walk per merged state.
+    pub minimize: bool,
+    /// Under `Whitespace::Any`, the longest run of JSON whitespace allowed
+    /// between tokens of a JSON value. Default 20: bounded, so a model cannot
+    /// loop on whitespace forever and the DFA stays small.
+    pub max_whitespace: u32,
+    /// Build the token index on rayon's global thread pool. Default `false`
+    /// (benchmarks are single-threaded; a serving engine compiling in the
+    /// background may prefer `true`).
+    pub parallel_build: bool,
+}
+
+impl Default for RegexFsmConfig {
+    fn default() -> Self {
+        RegexFsmConfig {
+            max_rollback: 32,
+            max_dfa_states: 50_000,
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_index_bytes: 512 << 20,
+            minimize: true,
+            max_whitespace: 20,
+            parallel_build: false,
+        }
+    }
+}
+
+impl RegexFsmConfig {
+    /// Reads the knobs from a registry [`BackendConfig`]: `max_rollback` from
+    /// the field of that name, every other knob from `options` under its field
+    /// name (absent = default; a value that does not parse is an error naming
+    /// the knob). Options meant for other backends are ignored.
+    pub fn from_backend_config(config: &BackendConfig) -> Result<Self, GrammarError> {
+        let d = RegexFsmConfig::default();
+        let parsed = RegexFsmConfig {
+            max_rollback: config.max_rollback,
+            max_dfa_states: config.option("max_dfa_states", d.max_dfa_states)?,
+            nfa_size_limit: config.option("nfa_size_limit", d.nfa_size_limit)?,
+            dfa_size_limit: config.option("dfa_size_limit", d.dfa_size_limit)?,
+            max_index_bytes: config.option("max_index_bytes", d.max_index_bytes)?,
+            minimize: config.option("minimize", d.minimize)?,
+            max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
+            parallel_build: config.option("parallel_build", d.parallel_build)?,
+        };
+        parsed.validate()?;
+        Ok(parsed)
+    }
+
+    /// Rejects values no build could succeed with.
+    pub fn validate(&self) -> Result<(), GrammarError> {
+        if self.max_dfa_states < 2 {
+            return Err(GrammarError::InvalidConfig(
+                "option `max_dfa_states` must be at least 2 (the dead state and a start state)"
+                    .into(),
+            ));
+        }
+        if self.max_dfa_states > u32::MAX as usize / 512 {
+            return Err(GrammarError::InvalidConfig(format!(
+                "option `max_dfa_states` must be at most {}",
+                u32::MAX as usize / 512
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_read_by_name() {
+        let mut c = BackendConfig {
+            max_rollback: 7,
+            ..Default::default()
+        };
+        c.options.insert("max_dfa_states".into(), "123".into());
+        c.options.insert("minimize".into(), "false".into());
+        c.options.insert("other_backend_knob".into(), "x".into());
+        let r = RegexFsmConfig::from_backend_config(&c).unwrap();
+        assert_eq!(r.max_rollback, 7);
+        assert_eq!(r.max_dfa_states, 123);
+        assert!(!r.minimize);
+        assert_eq!(r.max_whitespace, 20);
+
+        c.options.insert("max_whitespace".into(), "many".into());
+        let e = RegexFsmConfig::from_backend_config(&c).unwrap_err();
+        assert!(e.to_string().contains("max_whitespace"), "{e}");
+
+        c.options.insert("max_whitespace".into(), "3".into());
+        c.options.insert("max_dfa_states".into(), "1".into());
+        let e = RegexFsmConfig::from_backend_config(&c).unwrap_err();
+        assert!(e.to_string().contains("max_dfa_states"), "{e}");
+    }
+}

@@ -1,0 +1,634 @@
+//! Regex -> [`ByteDfa`]: a small, pruned, optionally minimized byte DFA whose
+//! language is exactly the set of outputs the regex matches in full.
+//!
+//! The pipeline: `regex-syntax` parses (so look-around and back-references
+//! are reported with their byte offset), a Thompson NFA and a dense
+//! `regex-automata` DFA are built under size limits (`MatchKind::All`, so the
+//! DFA tracks every match, not just the leftmost-first one; anchored at the
+//! start), and the DFA is copied into our own table, where:
+//!
+//! - a state is *accepting* when a match ends at end of input from it
+//!   (`regex-automata` delays match reporting by one byte, hence
+//!   `next_eoi_state` + `is_match_state`);
+//! - every state from which no accepting state can be reached is merged into
+//!   the dead state, so "not dead" means "can still be completed". That is
+//!   what makes the token index sound: a token is allowed only if the output
+//!   can still be finished after it;
+//! - Hopcroft minimization merges equivalent states, and byte classes that
+//!   every state treats alike are merged.
+
+use crate::minimize::hopcroft;
+use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::nfa::thompson;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+use regex_syntax::hir::Hir;
+use std::collections::{HashMap, VecDeque};
+use tokensieve_core::{GrammarError, Location};
+
+/// The dead state: every transition from it leads back to it.
+pub(crate) const DEAD: u32 = 0;
+
+/// No forced byte (see [`ByteDfa::forced_byte`]).
+const NOT_FORCED: u16 = 256;
+
+/// Limits for [`ByteDfa::build`] (from `RegexFsmConfig`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DfaLimits {
+    pub nfa_size_limit: usize,
+    pub dfa_size_limit: usize,
+    pub max_dfa_states: usize,
+    pub minimize: bool,
+}
+
+/// A byte DFA over merged byte classes. State `0` is dead; every other state
+/// can reach an accepting state.
+#[derive(Debug, Clone)]
+pub struct ByteDfa {
+    classes: [u8; 256],
+    stride: usize,
+    /// `trans[state * stride + class]`.
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+    /// The only byte that keeps a non-accepting state alive, if there is one.
+    forced: Vec<u16>,
+    /// UTF-8 continuation bytes still owed when in this state (0 = at a
+    /// character boundary). Well defined because the language is valid UTF-8.
+    pending_utf8: Vec<u8>,
+    start: u32,
+    /// States of the `regex-automata` DFA before pruning and minimization.
+    pub(crate) raw_states: usize,
+}
+
+impl ByteDfa {
+    /// Builds the DFA of `pattern` (whole-output match).
+    pub(crate) fn build(pattern: &str, limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {
+        let hir = parse(pattern)?;
+        if hir.properties().look_set().contains_word_unicode() {
+            return Err(GrammarError::Unsupported {
+                location: Location::None,
+                what: "a Unicode word boundary (`\\b`, `\\B`, `\\<`, `\\>`; use `(?-u:\\b)` for an ASCII one)"
+                    .into(),
+            });
+        }
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .nfa_size_limit(Some(limits.nfa_size_limit))
+                    .which_captures(thompson::WhichCaptures::None),
+            )
+            .build_from_hir(&hir)
+            .map_err(|e| match e.size_limit() {
+                Some(limit) => GrammarError::LimitExceeded {
+                    what: "the regex's NFA (heap bytes)".into(),
+                    limit,
+                    knob: "nfa_size_limit".into(),
+                },
+                None => GrammarError::InvalidRegex {
+                    location: Location::None,
+                    message: e.to_string(),
+                },
+            })?;
+        let dense = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored)
+                    .minimize(false)
+                    .byte_classes(true)
+                    .accelerate(false)
+                    .specialize_start_states(false)
+                    .dfa_size_limit(Some(limits.dfa_size_limit))
+                    .determinize_size_limit(Some(limits.dfa_size_limit)),
+            )
+            .build_from_nfa(&nfa)
+            .map_err(|e| {
+                if e.is_size_limit_exceeded() {
+                    GrammarError::LimitExceeded {
+                        what: "the regex's DFA (heap bytes)".into(),
+                        limit: limits.dfa_size_limit,
+                        knob: "dfa_size_limit".into(),
+                    }
+                } else {
+                    GrammarError::Unsupported {
+                        location: Location::None,
+                        what: format!("this regex as a DFA ({e})"),
+                    }
+                }
+            })?;
+        let raw = extract(&dense, limits)?;
+        let raw_states = raw.accepting.len();
+        let pruned = prune_dead_ends(raw)?;
+        let reduced = if limits.minimize {
+            let blocks = hopcroft(&pruned.trans, pruned.stride, &pruned.accepting);
+            quotient(&pruned, &blocks)
+        } else {
+            pruned
+        };
+        let mut dfa = finish(reduced);
+        dfa.raw_states = raw_states;
+        if dfa.num_states() > limits.max_dfa_states {
+            return Err(GrammarError::LimitExceeded {
+                what: format!("the regex's DFA ({} states)", dfa.num_states()),
+                limit: limits.max_dfa_states,
+                knob: "max_dfa_states".into(),
+            });
+        }
+        Ok(dfa)
+    }
+
+    /// The state at the start of the output.
+    #[inline]
+    pub fn start(&self) -> u32 {
+        self.start
+    }
+
+    /// States, the dead one included.
+    pub fn num_states(&self) -> usize {
+        self.accepting.len()
+    }
+
+    /// Distinct byte classes.
+    pub fn num_classes(&self) -> usize {
+        self.stride
+    }
+
+    /// The state after `byte` (state 0, dead, = the output can no longer match).
+    #[inline(always)]
+    pub fn next(&self, state: u32, byte: u8) -> u32 {
+        self.trans[state as usize * self.stride + self.classes[byte as usize] as usize]
+    }
+
+    /// Walks `bytes`; `Err(offset)` of the first byte that kills the output.
+    #[inline]
+    pub fn walk(&self, mut state: u32, bytes: &[u8]) -> Result<u32, usize> {
+        for (i, &b) in bytes.iter().enumerate() {
+            state = self.next(state, b);
+            if state == DEAD {
+                return Err(i);
+            }
+        }
+        Ok(state)
+    }
+
+    /// May the output end in `state`?
+    #[inline]
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.accepting[state as usize]
+    }
+
+    /// The one byte that must come next in `state` (a non-accepting state
+    /// with a single live byte), if any.
+    #[inline]
+    pub fn forced_byte(&self, state: u32) -> Option<u8> {
+        let f = self.forced[state as usize];
+        (f != NOT_FORCED).then_some(f as u8)
+    }
+
+    /// Whether `state` sits on a UTF-8 character boundary.
+    #[inline]
+    pub fn at_char_boundary(&self, state: u32) -> bool {
+        self.pending_utf8[state as usize] == 0
+    }
+
+    /// Bytes that lead from `state` to a live state (for error messages).
+    pub fn live_bytes(&self, state: u32) -> Vec<u8> {
+        (0..=255u8)
+            .filter(|&b| self.next(state, b) != DEAD)
+            .collect()
+    }
+
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.trans.len() * 4 + self.accepting.len() * 4 + 256
+    }
+
+    #[inline(always)]
+    pub(crate) fn class_of(&self, byte: u8) -> usize {
+        self.classes[byte as usize] as usize
+    }
+}
+
+fn parse(pattern: &str) -> Result<Hir, GrammarError> {
+    regex_syntax::ParserBuilder::new()
+        .utf8(true)
+        .nest_limit(256)
+        .build()
+        .parse(pattern)
+        .map_err(|e| syntax_error(pattern, &e))
+}
+
+/// Turns a `regex-syntax` error into ours, naming the construct and offset.
+fn syntax_error(pattern: &str, err: &regex_syntax::Error) -> GrammarError {
+    use regex_syntax::ast::ErrorKind;
+    match err {
+        regex_syntax::Error::Parse(e) => {
+            let span = e.span();
+            let offset = span.start.offset;
+            let text = pattern.get(offset..).unwrap_or("");
+            match e.kind() {
+                ErrorKind::UnsupportedLookAround => {
+                    let what = if text.starts_with("(?=") {
+                        "look-ahead `(?=...)`"
+                    } else if text.starts_with("(?!") {
+                        "negative look-ahead `(?!...)`"
+                    } else if text.starts_with("(?<=") {
+                        "look-behind `(?<=...)`"
+                    } else if text.starts_with("(?<!") {
+                        "negative look-behind `(?<!...)`"
+                    } else {
+                        "look-around"
+                    };
+                    GrammarError::Unsupported {
+                        location: Location::Offset(offset),
+                        what: what.into(),
+                    }
+                }
+                ErrorKind::UnsupportedBackreference => {
+                    let shown = pattern.get(offset..span.end.offset).unwrap_or("\\N");
+                    GrammarError::Unsupported {
+                        location: Location::Offset(offset),
+                        what: format!("back-reference `{shown}`"),
+                    }
+                }
+                kind => GrammarError::InvalidRegex {
+                    location: Location::Offset(offset),
+                    message: kind.to_string(),
+                },
+            }
+        }
+        regex_syntax::Error::Translate(e) => GrammarError::InvalidRegex {
+            location: Location::Offset(e.span().start.offset),
+            message: e.kind().to_string(),
+        },
+        other => GrammarError::InvalidRegex {
+            location: Location::None,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// A DFA table under construction.
+struct Table {
+    classes: [u8; 256],
+    stride: usize,
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+    start: u32,
+}
+
+/// Copies the reachable part of a dense DFA into a [`Table`], state 0 dead.
+fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, GrammarError> {
+    let byte_classes = dfa.byte_classes();
+    let mut classes = [0u8; 256];
+    let mut reps: Vec<u8> = Vec::new();
+    for b in 0..=255u8 {
+        let c = byte_classes.get(b);
+        classes[b as usize] = c;
+        if c as usize == reps.len() {
+            reps.push(b);
+        }
+    }
+    let stride = reps.len();
+    let start = dfa
+        .start_state(&start::Config::new().anchored(Anchored::Yes))
+        .map_err(|e| GrammarError::Unsupported {
+            location: Location::None,
+            what: format!("this regex's start state ({e})"),
+        })?;
+    // The raw DFA may be larger than the final one (minimization shrinks
+    // it), but not unboundedly: cap it at a generous multiple.
+    let raw_cap = limits.max_dfa_states.saturating_mul(8);
+    let mut ids: HashMap<regex_automata::util::primitives::StateID, u32> = HashMap::new();
+    let mut order = vec![start];
+    let mut trans = vec![DEAD; stride];
+    let mut accepting = vec![false];
+    if dfa.is_dead_state(start) {
+        return Err(matches_nothing());
+    }
+    ids.insert(start, 1);
+    let mut i = 0;
+    while i < order.len() {
+        let sid = order[i];
+        i += 1;
+        accepting.push(dfa.is_match_state(dfa.next_eoi_state(sid)));
+        for &rep in &reps {
+            let next = dfa.next_state(sid, rep);
+            if dfa.is_quit_state(next) {
+                return Err(GrammarError::Unsupported {
+                    location: Location::None,
+                    what: "a regex whose DFA gives up on some input".into(),
+                });
+            }
+            let id = if dfa.is_dead_state(next) {
+                DEAD
+            } else if let Some(&id) = ids.get(&next) {
+                id
+            } else {
+                let id = order.len() as u32 + 1;
+                if id as usize > raw_cap {
+                    return Err(GrammarError::LimitExceeded {
+                        what: "the regex's unminimized DFA (states)".into(),
+                        limit: raw_cap,
+                        knob: "max_dfa_states (x8 before minimization)".into(),
+                    });
+                }
+                ids.insert(next, id);
+                order.push(next);
+                id
+            };
+            trans.push(id);
+        }
+    }
+    Ok(Table {
+        classes,
+        stride,
+        trans,
+        accepting,
+        start: 1,
+    })
+}
+
+fn matches_nothing() -> GrammarError {
+    GrammarError::InvalidSpec("the regex matches no string at all".into())
+}
+
+/// Sends every transition into a state that cannot reach acceptance to the
+/// dead state, and drops such states.
+fn prune_dead_ends(t: Table) -> Result<Table, GrammarError> {
+    let n = t.accepting.len();
+    let k = t.stride;
+    // Reverse edges, CSR.
+    let mut count = vec![0u32; n + 1];
+    for &to in &t.trans {
+        count[to as usize + 1] += 1;
+    }
+    for i in 0..n {
+        count[i + 1] += count[i];
+    }
+    let mut fill = count.clone();
+    let mut from = vec![0u32; t.trans.len()];
+    for (idx, &to) in t.trans.iter().enumerate() {
+        from[fill[to as usize] as usize] = (idx / k) as u32;
+        fill[to as usize] += 1;
+    }
+    let mut live = vec![false; n];
+    let mut queue: VecDeque<u32> = (1..n as u32).filter(|&s| t.accepting[s as usize]).collect();
+    for &s in &queue {
+        live[s as usize] = true;
+    }
+    while let Some(s) = queue.pop_front() {
+        for &p in &from[count[s as usize] as usize..count[s as usize + 1] as usize] {
+            if p != DEAD && !live[p as usize] {
+                live[p as usize] = true;
+                queue.push_back(p);
+            }
+        }
+    }
+    if !live[t.start as usize] {
+        return Err(matches_nothing());
+    }
+    // Renumber live states (dead stays 0).
+    let mut new_id = vec![DEAD; n];
+    let mut next = 1u32;
+    for s in 1..n {
+        if live[s] {
+            new_id[s] = next;
+            next += 1;
+        }
+    }
+    let m = next as usize;
+    let mut trans = vec![DEAD; m * k];
+    let mut accepting = vec![false; m];
+    for s in 1..n {
+        if live[s] {
+            let ns = new_id[s] as usize;
+            accepting[ns] = t.accepting[s];
+            for c in 0..k {
+                trans[ns * k + c] = new_id[t.trans[s * k + c] as usize];
+            }
+        }
+    }
+    Ok(Table {
+        classes: t.classes,
+        stride: k,
+        trans,
+        accepting,
+        start: new_id[t.start as usize],
+    })
+}
+
+/// The quotient DFA of a partition into blocks (`blocks[state]`).
+fn quotient(t: &Table, blocks: &[u32]) -> Table {
+    let k = t.stride;
+    let nb = blocks.iter().map(|&b| b as usize + 1).max().unwrap_or(1);
+    // Keep the dead state's block as 0.
+    let dead_block = blocks[DEAD as usize];
+    let remap = |b: u32| -> u32 {
+        if b == dead_block {
+            0
+        } else if b == 0 {
+            dead_block
+        } else {
+            b
+        }
+    };
+    let mut trans = vec![DEAD; nb * k];
+    let mut accepting = vec![false; nb];
+    let mut done = vec![false; nb];
+    for s in 0..t.accepting.len() {
+        let b = remap(blocks[s]) as usize;
+        if done[b] {
+            continue;
+        }
+        done[b] = true;
+        accepting[b] = t.accepting[s];
+        for c in 0..k {
+            trans[b * k + c] = remap(blocks[t.trans[s * k + c] as usize]);
+        }
+    }
+    Table {
+        classes: t.classes,
+        stride: k,
+        trans,
+        accepting,
+        start: remap(blocks[t.start as usize]),
+    }
+}
+
+/// Renumbers states breadth-first from the start (dead = 0), merges byte
+/// classes that every state treats alike, and precomputes the forced byte and
+/// UTF-8 position of each state.
+fn finish(t: Table) -> ByteDfa {
+    let k = t.stride;
+    let n = t.accepting.len();
+    // Breadth-first order from the start: nearby states get nearby rows.
+    let mut new_id = vec![u32::MAX; n];
+    new_id[DEAD as usize] = DEAD;
+    let mut order = vec![t.start];
+    new_id[t.start as usize] = 1;
+    let mut i = 0;
+    while i < order.len() {
+        let s = order[i] as usize;
+        i += 1;
+        for c in 0..k {
+            let to = t.trans[s * k + c] as usize;
+            if new_id[to] == u32::MAX {
+                new_id[to] = order.len() as u32 + 1;
+                order.push(to as u32);
+            }
+        }
+    }
+    let m = order.len() + 1;
+    // Merge identical class columns.
+    let mut column_class: HashMap<Vec<u32>, u8> = HashMap::new();
+    let mut class_map = vec![0u8; k];
+    for (c, slot) in class_map.iter_mut().enumerate() {
+        let column: Vec<u32> = order
+            .iter()
+            .map(|&s| new_id[t.trans[s as usize * k + c] as usize])
+            .collect();
+        let next = column_class.len() as u8;
+        *slot = *column_class.entry(column).or_insert(next);
+    }
+    let stride = column_class.len();
+    let mut class_rep = vec![usize::MAX; stride];
+    for (c, &nc) in class_map.iter().enumerate() {
+        if class_rep[nc as usize] == usize::MAX {
+            class_rep[nc as usize] = c;
+        }
+    }
+    let mut trans = vec![DEAD; m * stride];
+    let mut accepting = vec![false; m];
+    for (idx, &s) in order.iter().enumerate() {
+        let ns = idx + 1;
+        accepting[ns] = t.accepting[s as usize];
+        for nc in 0..stride {
+            trans[ns * stride + nc] = new_id[t.trans[s as usize * k + class_rep[nc]] as usize];
+        }
+    }
+    let mut classes = [0u8; 256];
+    for b in 0..256 {
+        classes[b] = class_map[t.classes[b] as usize];
+    }
+    let mut dfa = ByteDfa {
+        classes,
+        stride,
+        trans,
+        accepting,
+        forced: vec![NOT_FORCED; m],
+        pending_utf8: vec![0; m],
+        start: 1,
+        raw_states: 0,
+    };
+    let mut class_size = vec![0u32; stride];
+    let mut class_byte = vec![0u8; stride];
+    for b in 0..=255u8 {
+        let c = dfa.class_of(b);
+        class_size[c] += 1;
+        class_byte[c] = b;
+    }
+    for s in 1..m {
+        if dfa.accepting[s] {
+            continue;
+        }
+        let mut live = (0..stride).filter(|&c| dfa.trans[s * stride + c] != DEAD);
+        if let (Some(c), None) = (live.next(), live.next()) {
+            if class_size[c] == 1 {
+                dfa.forced[s] = class_byte[c] as u16;
+            }
+        }
+    }
+    // UTF-8 position, breadth-first from the start (at a boundary).
+    let mut seen = vec![false; m];
+    seen[1] = true;
+    let mut queue = VecDeque::from([1u32]);
+    while let Some(s) = queue.pop_front() {
+        let pending = dfa.pending_utf8[s as usize];
+        for b in 0..=255u8 {
+            let to = dfa.next(s, b);
+            if to == DEAD || seen[to as usize] {
+                continue;
+            }
+            seen[to as usize] = true;
+            dfa.pending_utf8[to as usize] = match b {
+                0x80..=0xBF => pending.saturating_sub(1),
+                0xC0..=0xDF => 1,
+                0xE0..=0xEF => 2,
+                0xF0..=0xFF => 3,
+                _ => 0,
+            };
+            queue.push_back(to);
+        }
+    }
+    dfa
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> DfaLimits {
+        DfaLimits {
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_dfa_states: 50_000,
+            minimize: true,
+        }
+    }
+
+    fn full_match(dfa: &ByteDfa, s: &str) -> bool {
+        dfa.walk(dfa.start(), s.as_bytes())
+            .is_ok_and(|st| dfa.is_accepting(st))
+    }
+
+    #[test]
+    fn whole_output_semantics() {
+        let dfa = ByteDfa::build("a|ab", &limits()).unwrap();
+        assert!(full_match(&dfa, "a"));
+        assert!(full_match(&dfa, "ab"));
+        assert!(!full_match(&dfa, "abb"));
+        // No dead ends: after "ab" nothing more can come.
+        let s = dfa.walk(dfa.start(), b"ab").unwrap();
+        assert!(dfa.live_bytes(s).is_empty());
+        assert_eq!(dfa.walk(dfa.start(), b"b"), Err(0));
+    }
+
+    #[test]
+    fn minimization_merges_equivalent_states() {
+        let plain = ByteDfa::build(
+            "(abc|abd)x*",
+            &DfaLimits {
+                minimize: false,
+                ..limits()
+            },
+        )
+        .unwrap();
+        let min = ByteDfa::build("(abc|abd)x*", &limits()).unwrap();
+        assert!(min.num_states() <= plain.num_states());
+        // dead, start, a, ab, (abc|abd)x*
+        assert_eq!(min.num_states(), 5);
+        for s in ["abc", "abdxx", "ab", "abe", ""] {
+            assert_eq!(full_match(&plain, s), full_match(&min, s), "{s}");
+        }
+    }
+
+    #[test]
+    fn forced_bytes_and_utf8_boundaries() {
+        let dfa = ByteDfa::build("é[a-z]", &limits()).unwrap();
+        let s0 = dfa.start();
+        assert_eq!(dfa.forced_byte(s0), Some(0xC3));
+        let s1 = dfa.next(s0, 0xC3);
+        assert!(!dfa.at_char_boundary(s1));
+        assert_eq!(dfa.forced_byte(s1), Some(0xA9));
+        let s2 = dfa.next(s1, 0xA9);
+        assert!(dfa.at_char_boundary(s2));
+        assert_eq!(dfa.forced_byte(s2), None);
+    }
+
+    #[test]
+    fn empty_language_is_an_error() {
+        let e = ByteDfa::build(r"(?-u:a\bb)", &limits()).unwrap_err();
+        assert!(e.to_string().contains("matches no string"), "{e}");
+    }
+}

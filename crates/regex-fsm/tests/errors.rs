@@ -1,0 +1,179 @@
+//! Bad input is an `Err` with a message that says what and where: never a
+//! panic, never a silently different language, and never unbounded time.
+
+mod common;
+
+use common::tiny_backend;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokensieve_core::{Constraint, GrammarBackend, GrammarError, Location, SpecKind, Vocabulary};
+use tokensieve_regex_fsm::{RegexFsmBackend, RegexFsmConfig};
+
+fn compile_err(pattern: &str) -> GrammarError {
+    let t = Instant::now();
+    let err = match tiny_backend().compile(&Constraint::regex(pattern)) {
+        Ok(_) => panic!("{pattern:?} must not compile"),
+        Err(e) => e,
+    };
+    // Generous for debug builds; release takes milliseconds.
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "{pattern:?} took {:?}",
+        t.elapsed()
+    );
+    err
+}
+
+#[test]
+fn look_ahead_is_unsupported_with_offset() {
+    let e = compile_err("ab(?=c)");
+    assert_eq!(
+        e,
+        GrammarError::Unsupported {
+            location: Location::Offset(2),
+            what: "look-ahead `(?=...)`".into()
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "offset 2: look-ahead `(?=...)` is not supported"
+    );
+    assert!(
+        compile_err("(?!x)y")
+            .to_string()
+            .contains("negative look-ahead")
+    );
+    assert!(compile_err("(?<=x)y").to_string().contains("look-behind"));
+    assert!(
+        compile_err("(?<!x)y")
+            .to_string()
+            .contains("negative look-behind")
+    );
+}
+
+#[test]
+fn back_reference_is_unsupported_with_offset() {
+    let e = compile_err(r"(a)\1");
+    assert!(
+        matches!(&e, GrammarError::Unsupported { location: Location::Offset(3), what } if what.contains(r"back-reference `\1`")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn invalid_syntax_is_invalid_regex() {
+    for (pattern, offset) in [
+        ("(ab", 0),
+        ("a{2,1}", 1),
+        ("[z-a]", 1),
+        ("*a", 0),
+        ("a\\p{Nope}", 1),
+    ] {
+        let e = compile_err(pattern);
+        assert!(
+            matches!(&e, GrammarError::InvalidRegex { location: Location::Offset(o), .. } if *o == offset),
+            "{pattern:?}: {e:?}"
+        );
+    }
+    // Invalid UTF-8 in the language is refused, not silently widened.
+    assert!(matches!(
+        compile_err(r"(?-u:\xFF)"),
+        GrammarError::InvalidRegex { .. }
+    ));
+}
+
+#[test]
+fn unicode_word_boundary_is_unsupported() {
+    let e = compile_err(r"\bfoo\b");
+    assert!(e.to_string().contains("Unicode word boundary"), "{e}");
+}
+
+#[test]
+fn huge_repetition_exceeds_a_named_limit() {
+    let e = compile_err("(a|b){1000}{1000}");
+    assert!(
+        matches!(&e, GrammarError::LimitExceeded { knob, .. } if knob == "nfa_size_limit"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn dfa_and_state_limits_are_named() {
+    let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+    let small = |config: RegexFsmConfig| RegexFsmBackend::new(vocab.clone(), config);
+    let e = small(RegexFsmConfig {
+        max_dfa_states: 10,
+        ..Default::default()
+    })
+    .compile_regex("[a-z]{20}")
+    .unwrap_err();
+    assert!(
+        matches!(&e, GrammarError::LimitExceeded { knob, limit: 10, .. } if knob == "max_dfa_states"),
+        "{e:?}"
+    );
+    let e = small(RegexFsmConfig {
+        dfa_size_limit: 10_000,
+        ..Default::default()
+    })
+    .compile_regex(r"\w{10}")
+    .unwrap_err();
+    assert!(
+        matches!(&e, GrammarError::LimitExceeded { knob, .. } if knob == "dfa_size_limit"),
+        "{e:?}"
+    );
+    let e = small(RegexFsmConfig {
+        max_index_bytes: 100,
+        ..Default::default()
+    })
+    .compile_regex("[a-z]{0,30}")
+    .unwrap_err();
+    assert!(
+        matches!(&e, GrammarError::LimitExceeded { knob, .. } if knob == "max_index_bytes"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("max_index_bytes"));
+}
+
+#[test]
+fn empty_language_and_empty_choice_are_errors() {
+    assert!(matches!(compile_err("a$b"), GrammarError::InvalidSpec(_)));
+    assert!(matches!(
+        compile_err(r"[^\s\S]"),
+        GrammarError::InvalidSpec(_)
+    ));
+    let e = tiny_backend()
+        .compile(&Constraint::choice(Vec::<String>::new()))
+        .err()
+        .unwrap();
+    assert!(matches!(e, GrammarError::InvalidSpec(_)), "{e:?}");
+}
+
+#[test]
+fn other_spec_kinds_are_unsupported_spec() {
+    let backend = tiny_backend();
+    let e = backend
+        .compile(&Constraint::ebnf("root ::= \"a\"", "root"))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, GrammarError::UnsupportedSpec { backend, kind, supported }
+            if backend == "regex-fsm" && kind == "ebnf" && supported.contains("regex")),
+        "{e:?}"
+    );
+    assert!(backend.supported_kinds().contains(&SpecKind::JsonSchema));
+    assert!(!backend.supported_kinds().contains(&SpecKind::StructuralTag));
+}
+
+#[test]
+fn vocabulary_that_cannot_spell_the_regex_is_an_error() {
+    // No token starts with 'x'.
+    let vocab = Arc::new(Vocabulary::from_byte_tokens(["a", "b", "ab"]));
+    let backend = RegexFsmBackend::new(vocab, RegexFsmConfig::default());
+    let e = backend.compile_regex("x[ab]*").unwrap_err();
+    assert!(
+        matches!(&e, GrammarError::Vocabulary { message, .. } if message.contains("'x'")),
+        "{e:?}"
+    );
+    // Spellable: fine.
+    assert!(backend.compile_regex("(ab)+").is_ok());
+}
