@@ -1,17 +1,150 @@
-//! JSON Schema -> regular expression lowering (being written).
+//! JSON Schema -> regular expression lowering.
+//!
+//! [`schema_to_regex`] turns a JSON Schema into a regex (`regex-syntax`
+//! syntax, matched against the whole output) whose language is the JSON
+//! texts valid under the schema, or a **subset** of them, never a superset.
+//! What would constrain the output and cannot be expressed is an error that
+//! names its JSON pointer (`/properties/foo/pattern: look-ahead is not
+//! supported`); nothing constraining is ever silently dropped.
+//!
+//! # What is lowered
+//!
+//! | keywords | how |
+//! |---|---|
+//! | `type` (and type arrays), `enum`, `const` | alternation; constants in every whitespace spelling the policy allows, numbers also as `1`/`1.0` and Python's `1e-05` |
+//! | `properties`, `required` | members in declared order; optional members may be left out, with commas right for every subset |
+//! | `additionalProperties` | `false`: none; a schema: extra members after the declared ones, keys that are not declared names; `true`/absent: see below |
+//! | `patternProperties` | applied to the declared properties whose name matches; no extra members are generated (a subset) |
+//! | `propertyNames` | declared names that fail it are not generated; no extra members |
+//! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1` |
+//! | `dependentRequired`/`dependencies`/`dependentSchemas` | by splitting on whether the trigger is present |
+//! | `items`, `prefixItems`, `additionalItems`, `minItems`, `maxItems`, `unevaluatedItems` | counted repetitions |
+//! | `minLength`/`maxLength` | counted characters (an escape is one character) |
+//! | `pattern` | ECMA-262 with search semantics, restricted to characters needing no JSON escape (see `ecma`) |
+//! | `format` | `date-time`, `date`, `time`, `uuid`, `email`, `hostname`, `uri`, `ipv4` enforced; others are annotations |
+//! | `minimum`/`maximum`/`exclusive*`, `multipleOf` | exact digit ranges for integers; integer bounds for numbers (no exponent form); `multipleOf` 1, 2, 5, 10^k |
+//! | `anyOf`, `allOf` | alternation; merging (distributing over `anyOf`/`oneOf`) |
+//! | `oneOf` | alternation when the branches are provably disjoint (by type, constant values, a required discriminator property or closed property sets); an error otherwise |
+//! | `not` | of `{}`/`true`, `type`, `enum`/`const` over a finite set, one `required` name, `anyOf` of those |
+//! | `$ref` (`#`, `#/json/pointer`, `$defs`, `definitions`) | inlined; recursion is an error unless `max_depth` bounds its unfolding |
+//!
+//! Annotations (`title`, `description`, `default`, `examples`, `$comment`,
+//! `deprecated`, `readOnly`, ...) and unknown keywords are ignored.
+//! `uniqueItems: true` (unless at most one item), `contains`, `if`/`then`/`else`
+//! and `$dynamicRef` are errors.
+//!
+//! # Decisions where the specification leaves room
+//!
+//! * **Extra properties.** `additionalProperties` absent or `true` means "any
+//!   other member with any value". Any value needs bounded nesting, so extra
+//!   members are generated only when [`SpecOptions::max_depth`] is set (values
+//!   nested at most that deep); otherwise no extra members are generated (a
+//!   subset). With `strict`, an absent `additionalProperties` means none.
+//!   Extra members come after the declared ones, with plain (escape-free) keys.
+//! * **Unconstrained values** (`{}`, a property without a type) are JSON
+//!   values nested at most `max_depth`, or [`DEFAULT_FREE_VALUE_DEPTH`]
+//!   levels when it is `None` (a subset).
+//! * **Whitespace** under `Whitespace::Any` goes between tokens only, at most
+//!   `max_whitespace` characters a run; never before the value or after it.
+//! * **Formats** are annotations in 2020-12 but many validators assert them:
+//!   the known ones are enforced with a regex that is a subset of both
+//!   readings; unknown ones constrain nothing.
+//! * **Numbers**: integers are spelled canonically (`-?(0|[1-9][0-9]*)`, no
+//!   `1.0`); bounded `number`s have no exponent form; exclusive bounds on
+//!   `number` limit the fraction to 6 digits so that no literal rounds onto
+//!   the bound when parsed as a double.
+//! * **Patterns** match the decoded string; the lowering only generates
+//!   characters that need no escape inside a pattern-constrained string.
+//!   Where ECMA-262 and Python's `re` differ (`\d`, `\w`, `\s`), both must
+//!   accept.
+//! * **Recursion** with `max_depth: Some(d)`: a `$ref` may be re-entered at
+//!   most `d` times along a path; deeper branches are dropped.
+
+mod ecma;
+mod format;
+mod layout;
+mod lower;
+mod numeric;
+mod rx;
+mod structure;
 
 use tokensieve_core::{GrammarError, SpecOptions};
+
+/// How deep values the schema leaves unconstrained may nest when
+/// [`SpecOptions::max_depth`] is `None`.
+pub const DEFAULT_FREE_VALUE_DEPTH: u32 = 2;
+
+/// Resource limits of the lowering. Exceeding one is
+/// [`GrammarError::LimitExceeded`], never a truncated regex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoweringLimits {
+    /// Longest regex text produced. Default 4 MiB.
+    pub max_regex_len: usize,
+    /// Largest regex once counted repetitions are expanded (what NFA
+    /// construction costs). Default 16 MiB.
+    pub max_expanded_len: u64,
+    /// Deepest regex syntax tree (regex-syntax's nest limit, 256 in this
+    /// backend's parser). Default 250.
+    pub max_nest: u32,
+    /// Largest counted repetition (`maxLength`, `maxItems`, `{n,m}` in a
+    /// pattern). Default 10 000.
+    pub max_repeat: u32,
+    /// Most values in one `enum`. Default 10 000.
+    pub max_enum_values: usize,
+    /// Deepest nesting of sub-schemas being lowered. Default 128.
+    pub max_schema_depth: u32,
+}
+
+impl Default for LoweringLimits {
+    fn default() -> Self {
+        LoweringLimits {
+            max_regex_len: 4 << 20,
+            max_expanded_len: 16 << 20,
+            max_nest: 250,
+            max_repeat: 10_000,
+            max_enum_values: 10_000,
+            max_schema_depth: 128,
+        }
+    }
+}
 
 /// Lowers a JSON Schema (JSON text) to a regex whose whole-match language is
 /// exactly the JSON texts valid under the schema (or a subset of them, never a
 /// superset). `max_whitespace` bounds each run of whitespace under
 /// `Whitespace::Any`.
-pub fn schema_to_regex(_schema_json: &str, _options: &SpecOptions, _max_whitespace: u32) -> Result<String, GrammarError> {
-    Err(GrammarError::unsupported_at("", "JSON Schema lowering (not written yet)"))
+pub fn schema_to_regex(
+    schema_json: &str,
+    options: &SpecOptions,
+    max_whitespace: u32,
+) -> Result<String, GrammarError> {
+    schema_to_regex_with_limits(
+        schema_json,
+        options,
+        max_whitespace,
+        &LoweringLimits::default(),
+    )
+}
+
+/// [`schema_to_regex`] with explicit limits.
+pub fn schema_to_regex_with_limits(
+    schema_json: &str,
+    options: &SpecOptions,
+    max_whitespace: u32,
+    limits: &LoweringLimits,
+) -> Result<String, GrammarError> {
+    let schema: serde_json::Value = serde_json::from_str(schema_json)
+        .map_err(|e| GrammarError::schema_at("", format!("the schema is not JSON: {e}")))?;
+    lower::lower_document(&schema, options, max_whitespace, limits)
 }
 
 /// A regex for any JSON object, nested at most `options.max_depth` deep
 /// (an error when `max_depth` is `None`: a regex cannot express unbounded nesting).
-pub fn json_object_regex(_options: &SpecOptions, _max_whitespace: u32) -> Result<String, GrammarError> {
-    Err(GrammarError::unsupported_at("", "JSON object lowering (not written yet)"))
+pub fn json_object_regex(
+    options: &SpecOptions,
+    max_whitespace: u32,
+) -> Result<String, GrammarError> {
+    lower::any_object(options, max_whitespace, &LoweringLimits::default())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1598 @@
+//! The lowering driver: resolves `$ref`s, merges the keywords of a
+//! conjunction of sub-schemas (`allOf`, `$ref` siblings) into one
+//! [`Merged`] description, distributes it over `anyOf`/`oneOf`, and
+//! dispatches on the JSON types that remain.
+
+use super::LoweringLimits;
+use super::layout::{Layout, key_text};
+use super::rx::{self, Lang};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use tokensieve_core::{GrammarError, SpecOptions};
+
+// JSON value kinds, as bits. Numbers split into integral and non-integral
+// values (`integer` = INTEGER, `number` = INTEGER | FRACTION).
+pub(crate) const NULL: u8 = 1;
+pub(crate) const BOOLEAN: u8 = 2;
+pub(crate) const OBJECT: u8 = 4;
+pub(crate) const ARRAY: u8 = 8;
+pub(crate) const STRING: u8 = 16;
+pub(crate) const INTEGER: u8 = 32;
+pub(crate) const FRACTION: u8 = 64;
+pub(crate) const ALL_TYPES: u8 = 127;
+
+/// A JSON string, any content (escapes included, no lone surrogates).
+pub(crate) const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))"#;
+
+/// Most cases a chain of `not`s may split a schema into.
+const MAX_NOT_VARIANTS: usize = 64;
+
+/// Keywords that never affect validity.
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$vocabulary",
+    "$comment",
+    "$defs",
+    "definitions",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentMediaType",
+    "contentEncoding",
+    "contentSchema",
+    "format",
+    "nullable",
+    "discriminator",
+    "xml",
+    "externalDocs",
+];
+
+/// A sub-schema and its JSON pointer.
+#[derive(Clone, Debug)]
+pub(crate) struct Node<'a> {
+    pub v: &'a Value,
+    pub ptr: String,
+}
+
+impl<'a> Node<'a> {
+    pub fn child(&self, v: &'a Value, key: &str) -> Node<'a> {
+        Node {
+            v,
+            ptr: format!("{}/{}", self.ptr, key.replace('~', "~0").replace('/', "~1")),
+        }
+    }
+
+    pub fn at(&self, key: &str) -> String {
+        format!("{}/{}", self.ptr, key.replace('~', "~0").replace('/', "~1"))
+    }
+}
+
+/// A numeric bound as written.
+#[derive(Clone, Debug)]
+pub(crate) struct Bound<'a> {
+    pub value: &'a Value,
+    pub exclusive: bool,
+    pub ptr: String,
+}
+
+/// The object keywords of one sub-schema (they interact: `additionalProperties`
+/// is relative to the `properties` next to it).
+#[derive(Clone, Debug)]
+pub(crate) struct ObjPart<'a> {
+    pub props: Vec<(&'a str, Node<'a>)>,
+    pub additional: Option<Node<'a>>,
+    pub pattern_props: Vec<(&'a str, Node<'a>)>,
+}
+
+/// The array keywords of one sub-schema.
+#[derive(Clone, Debug)]
+pub(crate) struct ArrPart<'a> {
+    pub prefix: Vec<Node<'a>>,
+    pub rest: Option<Node<'a>>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Dependency<'a> {
+    Names(Vec<String>),
+    Schema(Node<'a>),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Disjunction<'a> {
+    pub one_of: bool,
+    pub branches: Vec<Node<'a>>,
+    pub ptr: String,
+}
+
+/// Everything a conjunction of sub-schemas says, merged.
+#[derive(Clone, Debug)]
+pub(crate) struct Merged<'a> {
+    /// `ref_stack` length when this conjunction started (refs below it are
+    /// the ancestors, for recursion detection).
+    pub base: usize,
+    pub types: u8,
+    pub enum_vals: Option<Vec<&'a Value>>,
+    /// Some keyword other than type/enum/const constrains the value.
+    pub constrained: bool,
+    // strings
+    pub min_len: u64,
+    pub max_len: Option<u64>,
+    pub len_ptr: String,
+    pub patterns: Vec<(&'a str, String)>,
+    pub formats: Vec<(&'a str, String)>,
+    // numbers
+    pub lower: Vec<Bound<'a>>,
+    pub upper: Vec<Bound<'a>>,
+    pub multiple_of: Vec<(f64, String)>,
+    // objects
+    pub obj_parts: Vec<ObjPart<'a>>,
+    pub required: Vec<String>,
+    pub forbidden: Vec<String>,
+    pub min_props: Option<(u64, String)>,
+    pub max_props: Option<(u64, String)>,
+    pub property_names: Vec<Node<'a>>,
+    pub dependencies: Vec<(String, Dependency<'a>, String)>,
+    pub no_extras: bool,
+    // arrays
+    pub arr_parts: Vec<ArrPart<'a>>,
+    pub min_items: u64,
+    pub max_items: Option<u64>,
+    pub items_ptr: String,
+    pub unique_items: Option<String>,
+    pub contains: Option<String>,
+    pub unevaluated_items: bool,
+    // combinators
+    pub nots: Vec<Node<'a>>,
+    pub disjunctions: Vec<Disjunction<'a>>,
+}
+
+impl<'a> Merged<'a> {
+    fn new(base: usize) -> Self {
+        Merged {
+            base,
+            types: ALL_TYPES,
+            enum_vals: None,
+            constrained: false,
+            min_len: 0,
+            max_len: None,
+            len_ptr: String::new(),
+            patterns: Vec::new(),
+            formats: Vec::new(),
+            lower: Vec::new(),
+            upper: Vec::new(),
+            multiple_of: Vec::new(),
+            obj_parts: Vec::new(),
+            required: Vec::new(),
+            forbidden: Vec::new(),
+            min_props: None,
+            max_props: None,
+            property_names: Vec::new(),
+            dependencies: Vec::new(),
+            no_extras: false,
+            arr_parts: Vec::new(),
+            min_items: 0,
+            max_items: None,
+            items_ptr: String::new(),
+            unique_items: None,
+            contains: None,
+            unevaluated_items: false,
+            nots: Vec::new(),
+            disjunctions: Vec::new(),
+        }
+    }
+}
+
+pub(crate) struct Lowerer<'a> {
+    pub root: &'a Value,
+    pub options: &'a SpecOptions,
+    pub layout: Layout,
+    pub limits: &'a LoweringLimits,
+    /// Resolved pointers of the `$ref`s being expanded, outermost first.
+    pub ref_stack: Vec<String>,
+    pub depth: u32,
+    cache: HashMap<(String, u32), Lang>,
+    any_cache: HashMap<(u32, u32), Lang>,
+    pub name_regexes: HashMap<String, regex_automata::meta::Regex>,
+    /// How many times a recursive `$ref` was cut off at `max_depth`.
+    pub pruned: u64,
+}
+
+pub(crate) fn lower_document(
+    schema: &Value,
+    options: &SpecOptions,
+    max_whitespace: u32,
+    limits: &LoweringLimits,
+) -> Result<String, GrammarError> {
+    let mut lowerer = Lowerer::new(schema, options, max_whitespace, limits)?;
+    let root = Node {
+        v: schema,
+        ptr: String::new(),
+    };
+    let lang = lowerer.lower_nodes(vec![root], 0)?;
+    match lang {
+        Lang::Never => Err(GrammarError::schema_at(
+            "",
+            "no JSON value satisfies this schema (within the bounds of the lowering)",
+        )),
+        Lang::Re(rx) => Ok(rx.text),
+    }
+}
+
+pub(crate) fn any_object(
+    options: &SpecOptions,
+    max_whitespace: u32,
+    limits: &LoweringLimits,
+) -> Result<String, GrammarError> {
+    let Some(depth) = options.max_depth else {
+        return Err(GrammarError::unsupported_at(
+            "",
+            "any JSON object without `max_depth` (a regex cannot express unbounded nesting)",
+        ));
+    };
+    if depth == 0 {
+        return Err(GrammarError::InvalidConfig(
+            "max_depth 0 leaves no room for an object".into(),
+        ));
+    }
+    let empty = Value::Object(Map::new());
+    let mut lowerer = Lowerer::new(&empty, options, max_whitespace, limits)?;
+    let value = lowerer.any_value(depth - 1, 1)?;
+    let member = lowerer
+        .layout
+        .member(Lang::atom(format!("\"{STRING_CHAR}*\""), 4), value);
+    let body = rx::seq([
+        member.clone(),
+        rx::repeat(rx::seq([lowerer.layout.item_sep(0), member]), 0, None),
+    ]);
+    let lang = lowerer.layout.container('{', body, true, '}', 0);
+    lowerer.check(&lang, "")?;
+    Ok(lang
+        .text()
+        .expect("an object regex is never empty")
+        .to_string())
+}
+
+impl<'a> Lowerer<'a> {
+    fn new(
+        root: &'a Value,
+        options: &'a SpecOptions,
+        max_whitespace: u32,
+        limits: &'a LoweringLimits,
+    ) -> Result<Self, GrammarError> {
+        Ok(Lowerer {
+            root,
+            options,
+            layout: Layout::new(&options.whitespace, max_whitespace)?,
+            limits,
+            ref_stack: Vec::new(),
+            depth: 0,
+            cache: HashMap::new(),
+            any_cache: HashMap::new(),
+            name_regexes: HashMap::new(),
+            pruned: 0,
+        })
+    }
+
+    /// Errors when `lang` is over a limit.
+    pub fn check(&self, lang: &Lang, ptr: &str) -> Result<(), GrammarError> {
+        let limits = self.limits;
+        let at = if ptr.is_empty() { "schema root" } else { ptr };
+        if lang.len() > limits.max_regex_len {
+            return Err(GrammarError::LimitExceeded {
+                what: format!("regex length for {at} ({} bytes)", lang.len()),
+                limit: limits.max_regex_len,
+                knob: "LoweringLimits::max_regex_len".into(),
+            });
+        }
+        if lang.weight() > limits.max_expanded_len {
+            return Err(GrammarError::LimitExceeded {
+                what: format!("expanded regex size for {at} ({} bytes)", lang.weight()),
+                limit: limits.max_expanded_len as usize,
+                knob: "LoweringLimits::max_expanded_len".into(),
+            });
+        }
+        if lang.nest() > limits.max_nest {
+            return Err(GrammarError::LimitExceeded {
+                what: format!("regex nesting depth for {at} ({})", lang.nest()),
+                limit: limits.max_nest as usize,
+                knob: "LoweringLimits::max_nest".into(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn check_repeat(&self, n: u64, ptr: &str) -> Result<u32, GrammarError> {
+        if n > u64::from(self.limits.max_repeat) {
+            return Err(GrammarError::LimitExceeded {
+                what: format!("repetition count {n} at {ptr}"),
+                limit: self.limits.max_repeat as usize,
+                knob: "LoweringLimits::max_repeat".into(),
+            });
+        }
+        Ok(n as u32)
+    }
+
+    /// Depth of values the schema leaves unconstrained.
+    pub fn free_depth(&self) -> u32 {
+        self.options
+            .max_depth
+            .unwrap_or(super::DEFAULT_FREE_VALUE_DEPTH)
+    }
+
+    /// The conjunction of `nodes` (a value valid under all of them), at
+    /// nesting `level`.
+    pub fn lower_nodes(&mut self, nodes: Vec<Node<'a>>, level: u32) -> Result<Lang, GrammarError> {
+        let level_key = if self.layout.level_matters() {
+            level
+        } else {
+            0
+        };
+        let cache_key = (nodes.len() == 1 && self.options.max_depth.is_none())
+            .then(|| (nodes[0].ptr.clone(), level_key));
+        if let Some(key) = &cache_key
+            && let Some(hit) = self.cache.get(key)
+        {
+            return Ok(hit.clone());
+        }
+        let ptr = nodes.first().map(|n| n.ptr.clone()).unwrap_or_default();
+        self.depth += 1;
+        if self.depth > self.limits.max_schema_depth {
+            self.depth -= 1;
+            return Err(GrammarError::LimitExceeded {
+                what: format!("sub-schema nesting at {ptr}"),
+                limit: self.limits.max_schema_depth as usize,
+                knob: "LoweringLimits::max_schema_depth".into(),
+            });
+        }
+        let base = self.ref_stack.len();
+        let result = self.lower_nodes_inner(nodes, level, base);
+        self.ref_stack.truncate(base);
+        self.depth -= 1;
+        let lang = result?;
+        self.check(&lang, &ptr)?;
+        if let Some(key) = cache_key {
+            self.cache.insert(key, lang.clone());
+        }
+        Ok(lang)
+    }
+
+    fn lower_nodes_inner(
+        &mut self,
+        nodes: Vec<Node<'a>>,
+        level: u32,
+        base: usize,
+    ) -> Result<Lang, GrammarError> {
+        let mut merged = Merged::new(base);
+        for node in nodes {
+            if !self.expand(&mut merged, node)? {
+                return Ok(Lang::Never);
+            }
+        }
+        self.lower_merged(merged, level)
+    }
+
+    /// Adds `node` to the conjunction. `Ok(false)`: it is unsatisfiable.
+    pub fn expand(&mut self, m: &mut Merged<'a>, node: Node<'a>) -> Result<bool, GrammarError> {
+        let obj = match node.v {
+            Value::Bool(b) => return Ok(*b),
+            Value::Object(obj) => obj,
+            _ => {
+                return Err(GrammarError::schema_at(
+                    &node.ptr,
+                    "a schema must be an object or a boolean",
+                ));
+            }
+        };
+        if let Some(reference) = obj.get("$ref") {
+            let ref_ptr = node.at("$ref");
+            let Value::String(reference) = reference else {
+                return Err(GrammarError::schema_at(ref_ptr, "`$ref` must be a string"));
+            };
+            let (target, target_ptr) = self.resolve(reference, &ref_ptr)?;
+            if !self.ref_stack[m.base..].contains(&target_ptr) {
+                let entered = self.ref_stack[..m.base]
+                    .iter()
+                    .filter(|p| **p == target_ptr)
+                    .count();
+                if entered > 0 {
+                    match self.options.max_depth {
+                        None => {
+                            return Err(GrammarError::unsupported_at(
+                                ref_ptr,
+                                format!("recursive `$ref` {reference:?} without `max_depth`"),
+                            ));
+                        }
+                        Some(d) if entered as u32 > d => {
+                            self.pruned += 1;
+                            return Ok(false);
+                        }
+                        Some(_) => {}
+                    }
+                }
+                self.ref_stack.push(target_ptr.clone());
+                if !self.expand(
+                    m,
+                    Node {
+                        v: target,
+                        ptr: target_ptr,
+                    },
+                )? {
+                    return Ok(false);
+                }
+            }
+        }
+        for key in ["$dynamicRef", "$recursiveRef"] {
+            if obj.contains_key(key) {
+                return Err(GrammarError::unsupported_at(
+                    node.at(key),
+                    format!("`{key}`"),
+                ));
+            }
+        }
+        self.keywords(m, &node, obj)
+    }
+
+    /// Resolves a `$ref` within the document: `#`, `#/json/pointer`, or the
+    /// document's own `$id` followed by one of those.
+    fn resolve(&self, reference: &str, ref_ptr: &str) -> Result<(&'a Value, String), GrammarError> {
+        let fragment = match reference.find('#') {
+            Some(0) => &reference[1..],
+            Some(i) => {
+                let base = &reference[..i];
+                let own_id = ["$id", "id"]
+                    .iter()
+                    .filter_map(|k| self.root.get(*k).and_then(Value::as_str))
+                    .any(|id| id.trim_end_matches('#') == base);
+                if !own_id {
+                    return Err(GrammarError::unsupported_at(
+                        ref_ptr,
+                        format!("`$ref` to another document ({reference:?})"),
+                    ));
+                }
+                &reference[i + 1..]
+            }
+            None => {
+                return Err(GrammarError::unsupported_at(
+                    ref_ptr,
+                    format!("`$ref` to another document ({reference:?})"),
+                ));
+            }
+        };
+        let fragment = percent_decode(fragment);
+        if !fragment.is_empty() && !fragment.starts_with('/') {
+            return Err(GrammarError::unsupported_at(
+                ref_ptr,
+                format!("`$ref` to an anchor ({reference:?})"),
+            ));
+        }
+        let mut target = self.root;
+        let mut canonical = String::new();
+        for token in fragment.split('/').skip(1) {
+            let token = token.replace("~1", "/").replace("~0", "~");
+            target = match target {
+                Value::Object(map) => map.get(&token),
+                Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                GrammarError::schema_at(ref_ptr, format!("`$ref` {reference:?} points to nothing"))
+            })?;
+            canonical.push('/');
+            canonical.push_str(&token.replace('~', "~0").replace('/', "~1"));
+        }
+        Ok((target, canonical))
+    }
+
+    fn keywords(
+        &mut self,
+        m: &mut Merged<'a>,
+        node: &Node<'a>,
+        obj: &'a Map<String, Value>,
+    ) -> Result<bool, GrammarError> {
+        let mut obj_part: Option<ObjPart<'a>> = None;
+        let mut arr_part: Option<ArrPart<'a>> = None;
+        for (key, v) in obj {
+            let ptr = node.at(key);
+            match key.as_str() {
+                "type" => {
+                    let mask = type_mask(v, &ptr)?;
+                    m.types &= mask;
+                }
+                "enum" => {
+                    let Value::Array(values) = v else {
+                        return Err(GrammarError::schema_at(ptr, "`enum` must be an array"));
+                    };
+                    if values.len() > self.limits.max_enum_values {
+                        return Err(GrammarError::LimitExceeded {
+                            what: format!("`enum` of {} values at {ptr}", values.len()),
+                            limit: self.limits.max_enum_values,
+                            knob: "LoweringLimits::max_enum_values".into(),
+                        });
+                    }
+                    intersect_enum(m, values.iter().collect());
+                }
+                "const" => intersect_enum(m, vec![v]),
+                "minLength" | "maxLength" => {
+                    let n = non_negative(v, &ptr)?;
+                    m.constrained = true;
+                    if key == "minLength" {
+                        m.min_len = m.min_len.max(n);
+                    } else {
+                        m.max_len = Some(m.max_len.map_or(n, |x| x.min(n)));
+                    }
+                    m.len_ptr = ptr;
+                }
+                "pattern" => {
+                    let Value::String(p) = v else {
+                        return Err(GrammarError::schema_at(ptr, "`pattern` must be a string"));
+                    };
+                    m.constrained = true;
+                    m.patterns.push((p, ptr));
+                }
+                "format" => {
+                    let Value::String(f) = v else {
+                        return Err(GrammarError::schema_at(ptr, "`format` must be a string"));
+                    };
+                    if super::format::format_regex(f).is_some() {
+                        m.constrained = true;
+                        m.formats.push((f, ptr));
+                    }
+                }
+                "minimum" | "maximum" => {
+                    if !v.is_number() {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            format!("`{key}` must be a number"),
+                        ));
+                    }
+                    // Draft 4: a boolean `exclusiveMinimum` modifies `minimum`.
+                    let sibling = if key == "minimum" {
+                        "exclusiveMinimum"
+                    } else {
+                        "exclusiveMaximum"
+                    };
+                    let exclusive = obj.get(sibling) == Some(&Value::Bool(true));
+                    m.constrained = true;
+                    let bound = Bound {
+                        value: v,
+                        exclusive,
+                        ptr,
+                    };
+                    if key == "minimum" {
+                        m.lower.push(bound)
+                    } else {
+                        m.upper.push(bound)
+                    }
+                }
+                "exclusiveMinimum" | "exclusiveMaximum" => match v {
+                    Value::Bool(_) => {}
+                    Value::Number(_) => {
+                        m.constrained = true;
+                        let bound = Bound {
+                            value: v,
+                            exclusive: true,
+                            ptr,
+                        };
+                        if key == "exclusiveMinimum" {
+                            m.lower.push(bound)
+                        } else {
+                            m.upper.push(bound)
+                        }
+                    }
+                    _ => {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            format!("`{key}` must be a number"),
+                        ));
+                    }
+                },
+                "multipleOf" => {
+                    let Some(k) = v.as_f64().filter(|k| *k > 0.0 && k.is_finite()) else {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            "`multipleOf` must be a number above 0",
+                        ));
+                    };
+                    m.constrained = true;
+                    if k == 1.0 || (k.fract() == 0.0) {
+                        // Multiples of an integer are integers.
+                        m.types &= !FRACTION;
+                    }
+                    if k != 1.0 {
+                        m.multiple_of.push((k, ptr));
+                    }
+                }
+                "properties" | "patternProperties" => {
+                    let Value::Object(props) = v else {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            format!("`{key}` must be an object"),
+                        ));
+                    };
+                    m.constrained = true;
+                    let part = obj_part.get_or_insert_with(|| ObjPart {
+                        props: Vec::new(),
+                        additional: None,
+                        pattern_props: Vec::new(),
+                    });
+                    let pnode = Node { v, ptr };
+                    for (name, schema) in props {
+                        let entry = (name.as_str(), pnode.child(schema, name));
+                        if key == "properties" {
+                            part.props.push(entry);
+                        } else {
+                            part.pattern_props.push(entry);
+                        }
+                    }
+                }
+                "additionalProperties" => {
+                    m.constrained = true;
+                    let part = obj_part.get_or_insert_with(|| ObjPart {
+                        props: Vec::new(),
+                        additional: None,
+                        pattern_props: Vec::new(),
+                    });
+                    part.additional = Some(Node { v, ptr });
+                }
+                "required" => match v {
+                    Value::Array(names) => {
+                        m.constrained = true;
+                        for name in names {
+                            let Value::String(name) = name else {
+                                return Err(GrammarError::schema_at(
+                                    ptr,
+                                    "`required` must list strings",
+                                ));
+                            };
+                            if !m.required.contains(name) {
+                                m.required.push(name.clone());
+                            }
+                        }
+                    }
+                    Value::Bool(false) => {}
+                    Value::Bool(true) => {
+                        return Err(GrammarError::unsupported_at(
+                            ptr,
+                            "draft-3 `required: true`",
+                        ));
+                    }
+                    _ => return Err(GrammarError::schema_at(ptr, "`required` must be an array")),
+                },
+                "minProperties" | "maxProperties" => {
+                    let n = non_negative(v, &ptr)?;
+                    m.constrained = true;
+                    if key == "minProperties" {
+                        if m.min_props.as_ref().is_none_or(|(x, _)| n > *x) {
+                            m.min_props = Some((n, ptr));
+                        }
+                    } else if m.max_props.as_ref().is_none_or(|(x, _)| n < *x) {
+                        m.max_props = Some((n, ptr));
+                    }
+                }
+                "propertyNames" => {
+                    m.constrained = true;
+                    m.property_names.push(Node { v, ptr });
+                }
+                "dependentRequired" | "dependentSchemas" | "dependencies" => {
+                    let Value::Object(deps) = v else {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            format!("`{key}` must be an object"),
+                        ));
+                    };
+                    m.constrained = true;
+                    let dnode = Node { v, ptr };
+                    for (trigger, dep) in deps {
+                        let dep_ptr = dnode.at(trigger);
+                        let dependency = match dep {
+                            Value::Array(names) if key != "dependentSchemas" => Dependency::Names(
+                                names
+                                    .iter()
+                                    .map(|n| {
+                                        n.as_str().map(str::to_string).ok_or_else(|| {
+                                            GrammarError::schema_at(
+                                                &dep_ptr,
+                                                "dependencies must list strings",
+                                            )
+                                        })
+                                    })
+                                    .collect::<Result<_, _>>()?,
+                            ),
+                            Value::Object(_) | Value::Bool(_) if key != "dependentRequired" => {
+                                Dependency::Schema(dnode.child(dep, trigger))
+                            }
+                            _ => {
+                                return Err(GrammarError::schema_at(
+                                    dep_ptr,
+                                    format!("a malformed `{key}` entry"),
+                                ));
+                            }
+                        };
+                        m.dependencies.push((trigger.clone(), dependency, dep_ptr));
+                    }
+                }
+                "unevaluatedProperties" => {
+                    // Only evaluated (declared) members are ever generated
+                    // when extra members are turned off: a subset.
+                    m.constrained = true;
+                    m.no_extras = true;
+                }
+                "items" | "prefixItems" => {
+                    m.constrained = true;
+                    let part = arr_part.get_or_insert_with(|| ArrPart {
+                        prefix: Vec::new(),
+                        rest: None,
+                    });
+                    let inode = Node {
+                        v,
+                        ptr: ptr.clone(),
+                    };
+                    match v {
+                        Value::Array(items) => {
+                            if !part.prefix.is_empty() {
+                                return Err(GrammarError::schema_at(
+                                    ptr,
+                                    "both `prefixItems` and an array `items`",
+                                ));
+                            }
+                            part.prefix = items
+                                .iter()
+                                .enumerate()
+                                .map(|(i, s)| inode.child(s, &i.to_string()))
+                                .collect();
+                            if key == "items"
+                                && let Some(additional) = obj.get("additionalItems")
+                            {
+                                part.rest = Some(node.child(additional, "additionalItems"));
+                            }
+                        }
+                        _ if key == "items" => part.rest = Some(inode),
+                        _ => {
+                            return Err(GrammarError::schema_at(
+                                ptr,
+                                "`prefixItems` must be an array",
+                            ));
+                        }
+                    }
+                }
+                "additionalItems" => {}
+                "minItems" | "maxItems" => {
+                    let n = non_negative(v, &ptr)?;
+                    m.constrained = true;
+                    if key == "minItems" {
+                        m.min_items = m.min_items.max(n);
+                    } else {
+                        m.max_items = Some(m.max_items.map_or(n, |x| x.min(n)));
+                    }
+                    m.items_ptr = ptr;
+                }
+                "uniqueItems" => match v {
+                    Value::Bool(true) => {
+                        m.constrained = true;
+                        m.unique_items = Some(ptr);
+                    }
+                    Value::Bool(false) => {}
+                    _ => {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            "`uniqueItems` must be a boolean",
+                        ));
+                    }
+                },
+                "contains" => {
+                    let min_contains = obj.get("minContains").and_then(Value::as_u64);
+                    if min_contains != Some(0) || obj.contains_key("maxContains") {
+                        m.constrained = true;
+                        m.contains = Some(ptr);
+                    }
+                }
+                "unevaluatedItems" => {
+                    m.constrained = true;
+                    m.unevaluated_items = true;
+                }
+                "not" => {
+                    m.constrained = true;
+                    m.nots.push(Node { v, ptr });
+                }
+                "allOf" | "anyOf" | "oneOf" => {
+                    let Value::Array(branches) = v else {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            format!("`{key}` must be an array"),
+                        ));
+                    };
+                    if branches.is_empty() {
+                        return Err(GrammarError::schema_at(
+                            ptr,
+                            format!("`{key}` must not be empty"),
+                        ));
+                    }
+                    let bnode = Node {
+                        v,
+                        ptr: ptr.clone(),
+                    };
+                    let branches: Vec<Node<'a>> = branches
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| bnode.child(b, &i.to_string()))
+                        .collect();
+                    if key == "allOf" {
+                        for branch in branches {
+                            if !self.expand(m, branch)? {
+                                return Ok(false);
+                            }
+                        }
+                    } else {
+                        m.disjunctions.push(Disjunction {
+                            one_of: key == "oneOf",
+                            branches,
+                            ptr,
+                        });
+                    }
+                }
+                "if" if obj.contains_key("then") || obj.contains_key("else") => {
+                    return Err(GrammarError::unsupported_at(ptr, "`if`/`then`/`else`"));
+                }
+                // `$ref` is handled by the caller; `then`/`else` without `if`,
+                // `minContains`/`maxContains` without `contains`, annotations
+                // and unknown keywords constrain nothing.
+                _ => {}
+            }
+        }
+        if let Some(part) = obj_part {
+            m.obj_parts.push(part);
+        }
+        if let Some(part) = arr_part {
+            m.arr_parts.push(part);
+        }
+        Ok(true)
+    }
+
+    /// The language of a merged conjunction: distributes over its
+    /// disjunctions, then dispatches on types.
+    pub fn lower_merged(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        if m.disjunctions.is_empty() {
+            return self.lower_simple(m, level);
+        }
+        let disjunction = m.disjunctions.remove(0);
+        let mut alternatives = Vec::new();
+        let mut shapes = Vec::new();
+        for branch in &disjunction.branches {
+            let saved = self.ref_stack.len();
+            let result = self.lower_branch(m.clone(), branch.clone(), level, disjunction.one_of);
+            self.ref_stack.truncate(saved);
+            let (lang, shape) = result?;
+            alternatives.push(lang);
+            shapes.push(shape);
+        }
+        if disjunction.one_of {
+            for i in 0..shapes.len() {
+                for j in i + 1..shapes.len() {
+                    if let (Some(a), Some(b)) = (&shapes[i], &shapes[j])
+                        && !a.disjoint(b)
+                    {
+                        return Err(GrammarError::unsupported_at(
+                            &disjunction.ptr,
+                            format!(
+                                "`oneOf` whose branches {i} and {j} may overlap (an alternation would accept values valid under both)"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let lang = rx::alt(alternatives);
+        self.check(&lang, &disjunction.ptr)?;
+        Ok(lang)
+    }
+
+    /// One branch of a disjunction conjoined with the rest, and (for `oneOf`)
+    /// an over-approximation of its values (`None`: provably no value).
+    fn lower_branch(
+        &mut self,
+        mut mb: Merged<'a>,
+        branch: Node<'a>,
+        level: u32,
+        want_shape: bool,
+    ) -> Result<(Lang, Option<Shape<'a>>), GrammarError> {
+        let pruned_before = self.pruned;
+        if !self.expand(&mut mb, branch)? {
+            let shape = (self.pruned != pruned_before).then(Shape::any);
+            return Ok((Lang::Never, shape));
+        }
+        let shape = if want_shape {
+            Some(self.shape_of_merged(&mb, 0))
+        } else {
+            None
+        };
+        let lang = self.lower_merged(mb, level)?;
+        Ok((lang, shape))
+    }
+
+    /// An over-approximation of the values of a merged conjunction.
+    fn shape_of_merged(&mut self, m: &Merged<'a>, depth: u32) -> Shape<'a> {
+        let mut shape = Shape::any();
+        shape.types = m.types;
+        if let Some(values) = &m.enum_vals {
+            let values: Vec<&'a Value> = values
+                .iter()
+                .copied()
+                .filter(|v| m.types & kind_of(v) != 0)
+                .collect();
+            shape.types = values.iter().fold(0, |t, v| t | kind_of(v));
+            shape.values = Some(values);
+        }
+        if shape.types & OBJECT != 0 && depth < 3 {
+            for name in &m.required {
+                let nodes = super::structure::member_nodes(self, m, name).unwrap_or_default();
+                let sub = self.shape_of_nodes(nodes, depth + 1);
+                shape.props.push((name.clone(), sub));
+            }
+            for part in &m.obj_parts {
+                let closed_here = match &part.additional {
+                    Some(Node {
+                        v: Value::Bool(false),
+                        ..
+                    }) => true,
+                    None => self.options.strict,
+                    _ => false,
+                };
+                if closed_here && part.pattern_props.is_empty() {
+                    let names: Vec<String> =
+                        part.props.iter().map(|(n, _)| n.to_string()).collect();
+                    shape.closed = Some(match shape.closed.take() {
+                        None => names,
+                        Some(old) => old.into_iter().filter(|n| names.contains(n)).collect(),
+                    });
+                }
+            }
+        }
+        shape
+    }
+
+    fn shape_of_nodes(&mut self, nodes: Vec<Node<'a>>, depth: u32) -> Shape<'a> {
+        let saved = self.ref_stack.len();
+        let pruned_before = self.pruned;
+        let mut m = Merged::new(saved);
+        let mut shape = None;
+        for node in nodes {
+            match self.expand(&mut m, node) {
+                Ok(true) => {}
+                Ok(false) if self.pruned == pruned_before => {
+                    shape = Some(Shape {
+                        types: 0,
+                        ..Shape::any()
+                    })
+                }
+                _ => {
+                    shape = Some(Shape::any());
+                    break;
+                }
+            }
+        }
+        let shape = shape.unwrap_or_else(|| self.shape_of_merged(&m, depth));
+        self.ref_stack.truncate(saved);
+        shape
+    }
+
+    fn lower_simple(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        let nots = std::mem::take(&mut m.nots);
+        let mut variants = vec![m];
+        for node in nots {
+            let mut next = Vec::new();
+            for variant in variants {
+                next.extend(self.negate(variant, &node, 0)?);
+            }
+            if next.len() > MAX_NOT_VARIANTS {
+                return Err(GrammarError::LimitExceeded {
+                    what: format!("cases of `not` at {}", node.ptr),
+                    limit: MAX_NOT_VARIANTS,
+                    knob: "MAX_NOT_VARIANTS".into(),
+                });
+            }
+            variants = next;
+        }
+        let mut alternatives = Vec::new();
+        for variant in variants {
+            alternatives.push(self.lower_types(variant, level)?);
+        }
+        Ok(rx::alt(alternatives))
+    }
+
+    fn lower_types(&mut self, m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        if m.types == 0 {
+            return Ok(Lang::Never);
+        }
+        if m.enum_vals.is_some() {
+            return self.lower_enum(m, level);
+        }
+        let mut alternatives = Vec::new();
+        if m.types & NULL != 0 {
+            alternatives.push(Lang::lit("null"));
+        }
+        if m.types & BOOLEAN != 0 {
+            alternatives.push(rx::alt([Lang::lit("true"), Lang::lit("false")]));
+        }
+        if m.types & (INTEGER | FRACTION) != 0 {
+            alternatives.push(self.lower_number(&m)?);
+        }
+        if m.types & STRING != 0 {
+            alternatives.push(self.lower_string(&m)?);
+        }
+        if m.types & ARRAY != 0 {
+            alternatives.push(self.lower_array(&m, level)?);
+        }
+        if m.types & OBJECT != 0 {
+            alternatives.push(self.lower_object_with_dependencies(m, level)?);
+        }
+        Ok(rx::alt(alternatives))
+    }
+
+    /// `m` and not `node`, as a union of cases. `¬(A ∧ B) = ¬A ∨ ¬B`, one
+    /// case per keyword of `node`; a keyword whose negation cannot be
+    /// expressed drops its case (the union shrinks: a subset), and when no
+    /// case is left the `not` is an error.
+    fn negate(
+        &mut self,
+        m: Merged<'a>,
+        node: &Node<'a>,
+        depth: u32,
+    ) -> Result<Vec<Merged<'a>>, GrammarError> {
+        if depth > 16 {
+            return Err(GrammarError::unsupported_at(
+                &node.ptr,
+                "`not` nested this deeply",
+            ));
+        }
+        let obj = match node.v {
+            Value::Bool(true) => return Ok(Vec::new()),
+            Value::Bool(false) => return Ok(vec![m]),
+            Value::Object(obj) => obj,
+            _ => {
+                return Err(GrammarError::schema_at(
+                    &node.ptr,
+                    "a schema must be an object or a boolean",
+                ));
+            }
+        };
+        let mut cases = Vec::new();
+        let mut dropped = false;
+        for (key, v) in obj {
+            if !is_known_assertion(key) || ANNOTATIONS.contains(&key.as_str()) {
+                continue;
+            }
+            let ptr = node.at(key);
+            match self.negate_keyword(m.clone(), node, obj, key, v, &ptr, depth)? {
+                Some(found) => cases.extend(found),
+                None => dropped = true,
+            }
+        }
+        if dropped && cases.is_empty() {
+            return Err(GrammarError::unsupported_at(
+                &node.ptr,
+                "this form of `not`",
+            ));
+        }
+        Ok(cases)
+    }
+
+    /// `m` and not `{key: v}`; `None` when that cannot be expressed.
+    #[allow(clippy::too_many_arguments)]
+    fn negate_keyword(
+        &mut self,
+        mut m: Merged<'a>,
+        node: &Node<'a>,
+        obj: &'a Map<String, Value>,
+        key: &str,
+        v: &'a Value,
+        ptr: &str,
+        depth: u32,
+    ) -> Result<Option<Vec<Merged<'a>>>, GrammarError> {
+        let child = |v: &'a Value, k: &str| node.child(v, k);
+        Ok(Some(match key {
+            "type" => {
+                m.types &= !type_mask(v, ptr)?;
+                vec![m]
+            }
+            "enum" | "const" => {
+                let excluded: Vec<&Value> = match (key, v) {
+                    ("enum", Value::Array(values)) => values.iter().collect(),
+                    ("const", v) => vec![v],
+                    _ => return Err(GrammarError::schema_at(ptr, "`enum` must be an array")),
+                };
+                if let Some(values) = &mut m.enum_vals {
+                    values.retain(|x| !excluded.iter().any(|e| super::layout::json_eq(x, e)));
+                } else if excluded.iter().any(|x| m.types & kind_of(x) != 0) {
+                    return Ok(None);
+                }
+                vec![m]
+            }
+            "required" => {
+                let Value::Array(names) = v else {
+                    return Ok(None);
+                };
+                // `required` holds for every non-object: its negation keeps
+                // objects lacking one of the names.
+                let mut cases = Vec::new();
+                for name in names {
+                    let Value::String(name) = name else {
+                        return Err(GrammarError::schema_at(ptr, "`required` must list strings"));
+                    };
+                    if m.required.contains(name) {
+                        continue;
+                    }
+                    let mut case = m.clone();
+                    case.types &= OBJECT;
+                    case.forbidden.push(name.clone());
+                    cases.push(case);
+                }
+                cases
+            }
+            "not" => {
+                let saved = self.ref_stack.len();
+                let inner = self.expand(&mut m, child(v, "not"));
+                match inner {
+                    Ok(true) => vec![m],
+                    Ok(false) => {
+                        self.ref_stack.truncate(saved);
+                        Vec::new()
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            "$ref" => {
+                let Value::String(reference) = v else {
+                    return Err(GrammarError::schema_at(ptr, "`$ref` must be a string"));
+                };
+                let (target, target_ptr) = self.resolve(reference, ptr)?;
+                self.negate(
+                    m,
+                    &Node {
+                        v: target,
+                        ptr: target_ptr,
+                    },
+                    depth + 1,
+                )?
+            }
+            "allOf" | "anyOf" => {
+                let Value::Array(branches) = v else {
+                    return Err(GrammarError::schema_at(
+                        ptr,
+                        format!("`{key}` must be an array"),
+                    ));
+                };
+                let bnode = child(v, key);
+                if key == "allOf" {
+                    let mut cases = Vec::new();
+                    for (i, b) in branches.iter().enumerate() {
+                        cases.extend(self.negate(
+                            m.clone(),
+                            &bnode.child(b, &i.to_string()),
+                            depth + 1,
+                        )?);
+                    }
+                    cases
+                } else {
+                    let mut cases = vec![m];
+                    for (i, b) in branches.iter().enumerate() {
+                        let mut next = Vec::new();
+                        for case in cases {
+                            next.extend(self.negate(
+                                case,
+                                &bnode.child(b, &i.to_string()),
+                                depth + 1,
+                            )?);
+                        }
+                        if next.len() > MAX_NOT_VARIANTS {
+                            return Ok(None);
+                        }
+                        cases = next;
+                    }
+                    cases
+                }
+            }
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+                if !v.is_number() {
+                    // A draft-4 boolean modifier alone constrains nothing.
+                    return Ok(if v.is_boolean() {
+                        Some(Vec::new())
+                    } else {
+                        None
+                    });
+                }
+                // Numbers on the other side of the bound; the bound flips
+                // between inclusive and exclusive.
+                let draft4_exclusive = |sibling: &str| obj.get(sibling) == Some(&Value::Bool(true));
+                let exclusive = match key {
+                    "minimum" => !draft4_exclusive("exclusiveMinimum"),
+                    "maximum" => !draft4_exclusive("exclusiveMaximum"),
+                    _ => false,
+                };
+                m.types &= INTEGER | FRACTION;
+                m.constrained = true;
+                let bound = Bound {
+                    value: v,
+                    exclusive,
+                    ptr: ptr.to_string(),
+                };
+                if key.ends_with("inimum") {
+                    m.upper.push(bound);
+                } else {
+                    m.lower.push(bound);
+                }
+                vec![m]
+            }
+            "minLength" | "maxLength" | "minItems" | "maxItems" => {
+                let Some(n) = v.as_u64() else { return Ok(None) };
+                let is_string = key.ends_with("Length");
+                m.types &= if is_string { STRING } else { ARRAY };
+                m.constrained = true;
+                if key.starts_with("min") {
+                    if n == 0 {
+                        return Ok(Some(Vec::new()));
+                    }
+                    if is_string {
+                        m.max_len = Some(m.max_len.map_or(n - 1, |x| x.min(n - 1)));
+                        m.len_ptr = ptr.to_string();
+                    } else {
+                        m.max_items = Some(m.max_items.map_or(n - 1, |x| x.min(n - 1)));
+                        m.items_ptr = ptr.to_string();
+                    }
+                } else if is_string {
+                    m.min_len = m.min_len.max(n + 1);
+                    m.len_ptr = ptr.to_string();
+                } else {
+                    m.min_items = m.min_items.max(n + 1);
+                    m.items_ptr = ptr.to_string();
+                }
+                vec![m]
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    fn lower_enum(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        let values = m.enum_vals.take().expect("caller checked");
+        let mut candidates: Vec<&'a Value> = values
+            .into_iter()
+            .filter(|v| m.types & kind_of(v) != 0)
+            .collect();
+        if candidates.is_empty() {
+            return Ok(Lang::Never);
+        }
+        if m.constrained {
+            // Keep the values the rest of the schema accepts: its regex is a
+            // subset of the valid texts, so a value whose canonical spelling
+            // matches it is valid.
+            let rest = self.lower_simple(m, level)?;
+            let Some(regex) = self.compile(&rest, "enum")? else {
+                return Ok(Lang::Never);
+            };
+            candidates.retain(|v| regex.is_match(self.layout.canonical(v, level).as_bytes()));
+        }
+        let lang = rx::alt(
+            candidates
+                .into_iter()
+                .map(|v| self.layout.constant(v, level)),
+        );
+        Ok(lang)
+    }
+
+    /// A whole-match regex for `lang` (`None` for the empty language).
+    pub fn compile(
+        &self,
+        lang: &Lang,
+        what: &str,
+    ) -> Result<Option<regex_automata::meta::Regex>, GrammarError> {
+        let Some(text) = lang.text() else {
+            return Ok(None);
+        };
+        let regex = regex_automata::meta::Regex::builder()
+            .syntax(
+                regex_automata::util::syntax::Config::new().nest_limit(self.limits.max_nest + 8),
+            )
+            .configure(
+                regex_automata::meta::Regex::config()
+                    .nfa_size_limit(Some(256 << 20))
+                    .hybrid_cache_capacity(4 << 20),
+            )
+            .build(&format!("^(?:{text})$"))
+            .map_err(|e| GrammarError::InvalidRegex {
+                location: tokensieve_core::error::Location::None,
+                message: format!("internal regex for {what} did not compile: {e}"),
+            })?;
+        Ok(Some(regex))
+    }
+
+    /// Any JSON value nested at most `depth` levels, at `level`.
+    pub fn any_value(&mut self, depth: u32, level: u32) -> Result<Lang, GrammarError> {
+        let level_key = if self.layout.level_matters() {
+            level
+        } else {
+            0
+        };
+        if let Some(hit) = self.any_cache.get(&(depth, level_key)) {
+            return Ok(hit.clone());
+        }
+        let lang = self.any_of_kind(ALL_TYPES, depth, level)?;
+        self.check(&lang, "")?;
+        self.any_cache.insert((depth, level_key), lang.clone());
+        Ok(lang)
+    }
+
+    /// Whether the property name matches an ECMA-262 pattern.
+    pub fn name_matches(
+        &mut self,
+        pattern: &str,
+        ptr: &str,
+        name: &str,
+    ) -> Result<bool, GrammarError> {
+        if !self.name_regexes.contains_key(pattern) {
+            let sp = super::ecma::SearchPattern::parse(pattern).map_err(|e| {
+                GrammarError::unsupported_at(ptr, format!("pattern {pattern:?}: {e}"))
+            })?;
+            let regex = regex_automata::meta::Regex::new(&sp.search_regex()).map_err(|e| {
+                GrammarError::unsupported_at(ptr, format!("pattern {pattern:?} ({e})"))
+            })?;
+            self.name_regexes.insert(pattern.to_string(), regex);
+        }
+        Ok(self.name_regexes[pattern].is_match(name))
+    }
+
+    /// Whether a property name is valid under `propertyNames`.
+    pub fn name_allowed(&mut self, m: &Merged<'a>, name: &str) -> Result<bool, GrammarError> {
+        if m.property_names.is_empty() {
+            return Ok(true);
+        }
+        let lang = self.lower_nodes(m.property_names.clone(), 0)?;
+        let ptr = m.property_names[0].ptr.clone();
+        Ok(self
+            .compile(&lang, &ptr)?
+            .is_some_and(|r| r.is_match(key_text(name).as_bytes())))
+    }
+}
+
+/// An over-approximation of a schema's values, to prove `oneOf` branches
+/// disjoint.
+#[derive(Clone, Debug)]
+pub(crate) struct Shape<'a> {
+    types: u8,
+    /// The values, when finitely many.
+    values: Option<Vec<&'a Value>>,
+    /// Required members and their shapes.
+    props: Vec<(String, Shape<'a>)>,
+    /// The only member names objects may have.
+    closed: Option<Vec<String>>,
+}
+
+impl<'a> Shape<'a> {
+    fn any() -> Shape<'a> {
+        Shape {
+            types: ALL_TYPES,
+            values: None,
+            props: Vec::new(),
+            closed: None,
+        }
+    }
+
+    /// Whether `v` may be a value of this shape.
+    fn admits(&self, v: &Value) -> bool {
+        if self.types & kind_of(v) == 0 {
+            return false;
+        }
+        if let Some(values) = &self.values
+            && !values.iter().any(|x| super::layout::json_eq(x, v))
+        {
+            return false;
+        }
+        if let Value::Object(members) = v {
+            if let Some(closed) = &self.closed
+                && members.keys().any(|k| !closed.contains(k))
+            {
+                return false;
+            }
+            for (name, shape) in &self.props {
+                match members.get(name) {
+                    Some(x) if shape.admits(x) => {}
+                    _ => return false,
+                }
+            }
+        }
+        true
+    }
+
+    /// True only when no value belongs to both.
+    fn disjoint(&self, other: &Shape<'a>) -> bool {
+        let common = self.types & other.types;
+        if common == 0 {
+            return true;
+        }
+        if let Some(values) = &self.values {
+            return values.iter().all(|v| !other.admits(v));
+        }
+        if let Some(values) = &other.values {
+            return values.iter().all(|v| !self.admits(v));
+        }
+        if common == OBJECT {
+            for (name, a) in &self.props {
+                if other.closed.as_ref().is_some_and(|c| !c.contains(name)) {
+                    return true;
+                }
+                if let Some((_, b)) = other.props.iter().find(|(n, _)| n == name)
+                    && a.disjoint(b)
+                {
+                    return true;
+                }
+            }
+            for (name, _) in &other.props {
+                if self.closed.as_ref().is_some_and(|c| !c.contains(name)) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+/// The kind bit of a value.
+pub(crate) fn kind_of(v: &Value) -> u8 {
+    match v {
+        Value::Null => NULL,
+        Value::Bool(_) => BOOLEAN,
+        Value::Object(_) => OBJECT,
+        Value::Array(_) => ARRAY,
+        Value::String(_) => STRING,
+        Value::Number(n) => {
+            if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) {
+                INTEGER
+            } else {
+                FRACTION
+            }
+        }
+    }
+}
+
+/// The kinds a `type` keyword allows.
+fn type_mask(v: &Value, ptr: &str) -> Result<u8, GrammarError> {
+    let names: Vec<&Value> = match v {
+        Value::Array(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    let mut mask = 0;
+    for name in names {
+        mask |= match name.as_str() {
+            Some("null") => NULL,
+            Some("boolean") => BOOLEAN,
+            Some("object") => OBJECT,
+            Some("array") => ARRAY,
+            Some("string") => STRING,
+            Some("integer") => INTEGER,
+            Some("number") => INTEGER | FRACTION,
+            Some(other) => {
+                return Err(GrammarError::schema_at(
+                    ptr,
+                    format!("unknown type {other:?}"),
+                ));
+            }
+            None => {
+                return Err(GrammarError::schema_at(
+                    ptr,
+                    "`type` must be a string or an array of strings",
+                ));
+            }
+        };
+    }
+    Ok(mask)
+}
+
+fn intersect_enum<'a>(m: &mut Merged<'a>, values: Vec<&'a Value>) {
+    m.enum_vals = Some(match m.enum_vals.take() {
+        None => {
+            let mut unique: Vec<&'a Value> = Vec::new();
+            for v in values {
+                if !unique.iter().any(|u| super::layout::json_eq(u, v)) {
+                    unique.push(v);
+                }
+            }
+            unique
+        }
+        Some(old) => old
+            .into_iter()
+            .filter(|o| values.iter().any(|v| super::layout::json_eq(o, v)))
+            .collect(),
+    });
+}
+
+fn non_negative(v: &Value, ptr: &str) -> Result<u64, GrammarError> {
+    match v.as_u64() {
+        Some(n) => Ok(n),
+        None => match v.as_f64() {
+            Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(f as u64),
+            _ => Err(GrammarError::schema_at(
+                ptr,
+                "must be a non-negative integer",
+            )),
+        },
+    }
+}
+
+/// Keywords that constrain instances (in some draft). Anything else is an
+/// annotation or unknown, and is ignored.
+pub(crate) fn is_known_assertion(key: &str) -> bool {
+    matches!(
+        key,
+        "$ref"
+            | "$dynamicRef"
+            | "$recursiveRef"
+            | "type"
+            | "enum"
+            | "const"
+            | "minLength"
+            | "maxLength"
+            | "pattern"
+            | "minimum"
+            | "maximum"
+            | "exclusiveMinimum"
+            | "exclusiveMaximum"
+            | "multipleOf"
+            | "properties"
+            | "patternProperties"
+            | "additionalProperties"
+            | "required"
+            | "minProperties"
+            | "maxProperties"
+            | "propertyNames"
+            | "dependentRequired"
+            | "dependentSchemas"
+            | "dependencies"
+            | "unevaluatedProperties"
+            | "items"
+            | "prefixItems"
+            | "additionalItems"
+            | "minItems"
+            | "maxItems"
+            | "uniqueItems"
+            | "contains"
+            | "minContains"
+            | "maxContains"
+            | "unevaluatedItems"
+            | "not"
+            | "allOf"
+            | "anyOf"
+            | "oneOf"
+            | "if"
+            | "then"
+            | "else"
+    )
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(
+                std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
+                16,
+            )
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
+}

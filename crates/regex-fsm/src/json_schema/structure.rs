@@ -1,0 +1,784 @@
+//! Lowering of each JSON type from a [`Merged`] conjunction: strings,
+//! numbers, arrays and objects.
+
+use super::ecma::{SearchPattern, Universe};
+use super::layout::key_text;
+use super::lower::{
+    ARRAY, BOOLEAN, Dependency, FRACTION, INTEGER, Lowerer, Merged, NULL, Node, OBJECT, STRING,
+    STRING_CHAR,
+};
+use super::numeric::{self, INTEGER as INTEGER_RE, Int, NUMBER};
+use super::rx::{self, Lang};
+use serde_json::Value;
+use tokensieve_core::GrammarError;
+
+/// Leaves of the divide-and-conquer over optional members: each leaf is a
+/// chain that costs two copies of each member and three nesting levels per
+/// member; above the leaves, each halving costs one more copy of the right
+/// half and three levels.
+const OPTIONAL_CHAIN_LEAF: usize = 6;
+
+/// Largest absolute exclusive bound on a `number` (see `lower_number`).
+const EXCLUSIVE_NUMBER_BOUND_LIMIT: u64 = 100_000_000;
+/// Fraction digits allowed when a `number` has an exclusive bound.
+const EXCLUSIVE_FRACTION_DIGITS: u32 = 6;
+
+/// The sub-schemas that apply to the member `name`: its `properties` entry
+/// and matching `patternProperties` in each part, else that part's
+/// `additionalProperties`.
+pub(crate) fn member_nodes<'a>(
+    lowerer: &mut Lowerer<'a>,
+    m: &Merged<'a>,
+    name: &str,
+) -> Result<Vec<Node<'a>>, GrammarError> {
+    let mut nodes = Vec::new();
+    for part in &m.obj_parts {
+        let mut matched = false;
+        for (prop, node) in &part.props {
+            if *prop == name {
+                nodes.push(node.clone());
+                matched = true;
+            }
+        }
+        for (pattern, node) in &part.pattern_props {
+            if lowerer.name_matches(pattern, &node.ptr, name)? {
+                nodes.push(node.clone());
+                matched = true;
+            }
+        }
+        if !matched && let Some(additional) = &part.additional {
+            nodes.push(additional.clone());
+        }
+    }
+    Ok(nodes)
+}
+
+/// A schema that constrains nothing (true, {}, or annotations only).
+fn is_trivial(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Object(obj) => obj.keys().all(|k| !super::lower::is_known_assertion(k)),
+        _ => false,
+    }
+}
+
+impl<'a> Lowerer<'a> {
+    pub(crate) fn lower_string(&mut self, m: &Merged<'a>) -> Result<Lang, GrammarError> {
+        let quote = Lang::lit("\"");
+        let (min, max) = (m.min_len, m.max_len);
+        if max.is_some_and(|x| x < min) {
+            return Ok(Lang::Never);
+        }
+        let mut constraints: Vec<(Lang, String)> = Vec::new();
+        let mut patterns: Vec<&str> = Vec::new();
+        for (pattern, ptr) in &m.patterns {
+            if patterns.contains(pattern) {
+                continue;
+            }
+            patterns.push(pattern);
+            let sp = SearchPattern::parse(pattern).map_err(|e| {
+                GrammarError::unsupported_at(ptr, format!("pattern {pattern:?}: {e}"))
+            })?;
+            self.check_repeat(u64::from(sp.max_repeat()), ptr)?;
+            let lang = sp.lower(Universe::JsonUnescaped, min, max).map_err(|e| {
+                GrammarError::unsupported_at(ptr, format!("pattern {pattern:?}: {e}"))
+            })?;
+            constraints.push((lang, ptr.clone()));
+        }
+        let mut formats: Vec<&str> = Vec::new();
+        for (name, ptr) in &m.formats {
+            if formats.contains(name) {
+                continue;
+            }
+            formats.push(name);
+            let (text, lo, hi) =
+                super::format::format_regex(name).expect("only known formats are recorded");
+            let within = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
+            let outside = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
+            let lang = if within {
+                Lang::atom(format!("(?:{text})"), 8)
+            } else if outside {
+                Lang::Never
+            } else {
+                return Err(GrammarError::unsupported_at(
+                    &m.len_ptr,
+                    format!("minLength/maxLength combined with format {name:?}"),
+                ));
+            };
+            constraints.push((lang, ptr.clone()));
+        }
+        let content = match constraints.len() {
+            0 => {
+                let min = self.check_repeat(min, &m.len_ptr)?;
+                let max = max.map(|x| self.check_repeat(x, &m.len_ptr)).transpose()?;
+                rx::repeat(Lang::atom(STRING_CHAR, 5), min, max)
+            }
+            1 => constraints.pop().expect("one").0,
+            _ => {
+                return Err(GrammarError::unsupported_at(
+                    &constraints[1].1,
+                    "several patterns/formats on one string (their intersection)",
+                ));
+            }
+        };
+        Ok(rx::seq([quote.clone(), content, quote]))
+    }
+
+    pub(crate) fn lower_number(&mut self, m: &Merged<'a>) -> Result<Lang, GrammarError> {
+        let integers = m.types & INTEGER != 0;
+        let fractions = m.types & FRACTION != 0;
+        let mut multiple: Option<(u64, &str)> = None;
+        for (k, ptr) in &m.multiple_of {
+            if k.fract() != 0.0 {
+                return Err(GrammarError::unsupported_at(
+                    ptr,
+                    format!("multipleOf {k} (not an integer)"),
+                ));
+            }
+            if *k > 1e15 {
+                return Err(GrammarError::unsupported_at(ptr, format!("multipleOf {k}")));
+            }
+            let k = *k as u64;
+            match multiple {
+                None => multiple = Some((k, ptr)),
+                Some((old, _)) if old == k => {}
+                Some(_) => {
+                    return Err(GrammarError::unsupported_at(
+                        ptr,
+                        "several multipleOf values",
+                    ));
+                }
+            }
+        }
+        if !fractions {
+            // Integers only: bounds round inwards.
+            let mut lo: Option<Int> = None;
+            for b in &m.lower {
+                let v = bound_value(b)?;
+                let v = match v {
+                    BoundValue::Exact(i) if b.exclusive => i.succ(),
+                    BoundValue::Exact(i) => i,
+                    BoundValue::Fraction(f) => int_of(f.ceil()),
+                };
+                lo = Some(match lo {
+                    Some(old) if old > v => old,
+                    _ => v,
+                });
+            }
+            let mut hi: Option<Int> = None;
+            for b in &m.upper {
+                let v = match bound_value(b)? {
+                    BoundValue::Exact(i) if b.exclusive => i.pred(),
+                    BoundValue::Exact(i) => i,
+                    BoundValue::Fraction(f) => int_of(f.floor()),
+                };
+                hi = Some(match hi {
+                    Some(old) if old < v => old,
+                    _ => v,
+                });
+            }
+            if let Some((k, ptr)) = multiple {
+                if lo.is_some() || hi.is_some() {
+                    return Err(GrammarError::unsupported_at(
+                        ptr,
+                        "multipleOf combined with minimum/maximum",
+                    ));
+                }
+                return multiple_of_regex(k)
+                    .ok_or_else(|| GrammarError::unsupported_at(ptr, format!("multipleOf {k}")));
+            }
+            if lo.is_none() && hi.is_none() {
+                return Ok(Lang::atom(format!("(?:{INTEGER_RE})"), 4));
+            }
+            return Ok(numeric::int_range(lo.as_ref(), hi.as_ref()));
+        }
+        debug_assert!(integers, "`number` always includes integers");
+        if m.lower.is_empty() && m.upper.is_empty() {
+            return Ok(Lang::atom(format!("(?:{NUMBER})"), 6));
+        }
+        // Decimals between integer bounds, compared exactly. A validator that
+        // parses the literal as a double rounds monotonically, so an
+        // inclusive bound that is itself a double holds for the double too.
+        let mut exclusive_seen = false;
+        let mut pick = |bounds: &[super::lower::Bound<'a>],
+                        want_max: bool|
+         -> Result<Option<(Int, bool)>, GrammarError> {
+            let mut best: Option<(Int, bool)> = None;
+            for b in bounds {
+                let BoundValue::Exact(v) = bound_value(b)? else {
+                    return Err(GrammarError::unsupported_at(
+                        &b.ptr,
+                        "a non-integer bound on a `number`",
+                    ));
+                };
+                if !exactly_double(&v) {
+                    return Err(GrammarError::unsupported_at(
+                        &b.ptr,
+                        "a bound on a `number` that is not exactly a double",
+                    ));
+                }
+                if b.exclusive {
+                    exclusive_seen = true;
+                    if !within_magnitude(&v, EXCLUSIVE_NUMBER_BOUND_LIMIT) {
+                        return Err(GrammarError::unsupported_at(
+                            &b.ptr,
+                            format!(
+                                "an exclusive bound on a `number` beyond ±{EXCLUSIVE_NUMBER_BOUND_LIMIT}"
+                            ),
+                        ));
+                    }
+                }
+                let better = match &best {
+                    None => true,
+                    Some((old, old_excl)) => {
+                        let ord = v.cmp(old);
+                        (if want_max { ord.is_gt() } else { ord.is_lt() })
+                            || (ord.is_eq() && b.exclusive && !old_excl)
+                    }
+                };
+                if better {
+                    best = Some((v, b.exclusive));
+                }
+            }
+            Ok(best)
+        };
+        let lower = pick(&m.lower, true)?;
+        let upper = pick(&m.upper, false)?;
+        let digits = exclusive_seen.then_some(EXCLUSIVE_FRACTION_DIGITS);
+        Ok(numeric::number_with_bounds(
+            lower.as_ref().map(|(v, e)| (v, *e)),
+            upper.as_ref().map(|(v, e)| (v, *e)),
+            digits,
+        ))
+    }
+
+    pub(crate) fn lower_array(&mut self, m: &Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        if let Some(ptr) = &m.contains {
+            return Err(GrammarError::unsupported_at(ptr, "`contains`"));
+        }
+        let prefix_len = m
+            .arr_parts
+            .iter()
+            .map(|p| p.prefix.len())
+            .max()
+            .unwrap_or(0);
+        let mut max = m.max_items;
+        if let Some(ptr) = &m.unique_items
+            && max.is_none_or(|x| x > 1)
+        {
+            return Err(GrammarError::unsupported_at(ptr, "`uniqueItems`"));
+        }
+        let min = m.min_items;
+        if max.is_some_and(|x| x < min) {
+            return Ok(Lang::Never);
+        }
+        // The element at position i (< prefix_len) and the rest.
+        let mut prefix = Vec::new();
+        for i in 0..prefix_len {
+            if max.is_some_and(|x| i as u64 >= x) {
+                break;
+            }
+            let nodes: Vec<Node<'a>> = m
+                .arr_parts
+                .iter()
+                .filter_map(|p| p.prefix.get(i).or(p.rest.as_ref()).cloned())
+                .collect();
+            let element = self.lower_value(nodes, level + 1)?;
+            if element.is_never() {
+                max = Some(i as u64);
+                break;
+            }
+            prefix.push(element);
+        }
+        let rest_nodes: Vec<Node<'a>> = m.arr_parts.iter().filter_map(|p| p.rest.clone()).collect();
+        let rest = if max.is_some_and(|x| x <= prefix.len() as u64)
+            || (rest_nodes.is_empty() && m.unevaluated_items)
+        {
+            Lang::Never
+        } else {
+            self.lower_value(rest_nodes, level + 1)?
+        };
+        if rest.is_never() {
+            max = Some(max.map_or(prefix.len() as u64, |x| x.min(prefix.len() as u64)));
+        }
+        if max.is_some_and(|x| x < min) {
+            return Ok(Lang::Never);
+        }
+        let sep = self.layout.item_sep(level);
+        let body = if max == Some(0) {
+            Lang::Never
+        } else if prefix.is_empty() {
+            let lo = self.check_repeat(min.max(1) - 1, &m.items_ptr)?;
+            let hi = max
+                .map(|x| self.check_repeat(x - 1, &m.items_ptr))
+                .transpose()?;
+            rx::seq([
+                rest.clone(),
+                rx::repeat(rx::seq([sep.clone(), rest]), lo, hi),
+            ])
+        } else {
+            // Items past the prefix, each after a separator.
+            let k = prefix.len() as u64;
+            let mut tail = if max.is_some_and(|x| x <= k) {
+                Lang::empty()
+            } else {
+                let lo = self.check_repeat(min.saturating_sub(k), &m.items_ptr)?;
+                let hi = max
+                    .map(|x| self.check_repeat(x - k, &m.items_ptr))
+                    .transpose()?;
+                rx::repeat(rx::seq([sep.clone(), rest]), lo, hi)
+            };
+            for i in (1..prefix.len()).rev() {
+                tail = rx::seq([sep.clone(), prefix[i].clone(), tail]);
+                if i as u64 >= min {
+                    tail = rx::opt(tail);
+                }
+            }
+            rx::seq([prefix[0].clone(), tail])
+        };
+        Ok(if body.is_never() {
+            self.layout.container('[', Lang::empty(), true, ']', level)
+        } else {
+            self.layout.container('[', body, min == 0, ']', level)
+        })
+    }
+
+    /// A value under the conjunction `nodes` (an empty conjunction: any value).
+    fn lower_value(&mut self, nodes: Vec<Node<'a>>, level: u32) -> Result<Lang, GrammarError> {
+        if nodes.is_empty() {
+            let depth = self.free_depth();
+            self.any_value(depth, level)
+        } else {
+            self.lower_nodes(nodes, level)
+        }
+    }
+
+    pub(crate) fn lower_object_with_dependencies(
+        &mut self,
+        mut m: Merged<'a>,
+        level: u32,
+    ) -> Result<Lang, GrammarError> {
+        if m.dependencies.is_empty() {
+            return self.lower_object(&m, level);
+        }
+        let (trigger, dependency, _ptr) = m.dependencies.remove(0);
+        if m.forbidden.contains(&trigger) {
+            return self.lower_object_with_dependencies(m, level);
+        }
+        let declared = m.required.contains(&trigger)
+            || m.obj_parts
+                .iter()
+                .any(|p| p.props.iter().any(|(n, _)| *n == trigger));
+        if !declared {
+            // Never generated as a declared member; keep it out of the extra
+            // members too.
+            m.forbidden.push(trigger);
+            return self.lower_object_with_dependencies(m, level);
+        }
+        let absent = if m.required.contains(&trigger) {
+            Lang::Never
+        } else {
+            let mut ma = m.clone();
+            ma.forbidden.push(trigger.clone());
+            self.lower_object_with_dependencies(ma, level)?
+        };
+        let mut mp = m;
+        if !mp.required.contains(&trigger) {
+            mp.required.push(trigger);
+        }
+        let present = match dependency {
+            Dependency::Names(names) => {
+                for name in names {
+                    if !mp.required.contains(&name) {
+                        mp.required.push(name);
+                    }
+                }
+                self.lower_object_with_dependencies(mp, level)?
+            }
+            Dependency::Schema(node) => {
+                mp.types = OBJECT;
+                let saved = self.ref_stack.len();
+                let result = match self.expand(&mut mp, node) {
+                    Ok(true) => self.lower_merged(mp, level),
+                    Ok(false) => Ok(Lang::Never),
+                    Err(e) => Err(e),
+                };
+                self.ref_stack.truncate(saved);
+                result?
+            }
+        };
+        Ok(rx::alt([absent, present]))
+    }
+
+    fn lower_object(&mut self, m: &Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        let free = m.obj_parts.is_empty()
+            && m.required.is_empty()
+            && m.forbidden.is_empty()
+            && m.min_props.is_none()
+            && m.max_props.is_none()
+            && m.property_names.is_empty()
+            && !m.no_extras
+            && !self.options.strict;
+        if free {
+            let depth = self.free_depth().max(1);
+            return self.any_of_kind(OBJECT, depth, level);
+        }
+        // Declared names, in order: `properties` of each part, then required
+        // names declared nowhere.
+        let mut names: Vec<String> = Vec::new();
+        for part in &m.obj_parts {
+            for (name, _) in &part.props {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        for name in &m.required {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        let mut items: Vec<(Lang, bool)> = Vec::new();
+        for name in &names {
+            let required = m.required.contains(name);
+            let allowed = !m.forbidden.contains(name) && self.name_allowed(m, name)?;
+            let value = if allowed {
+                let nodes = member_nodes(self, m, name)?;
+                self.lower_value(nodes, level + 1)?
+            } else {
+                Lang::Never
+            };
+            if value.is_never() {
+                if required {
+                    return Ok(Lang::Never);
+                }
+                continue;
+            }
+            let key = Lang::lit(&key_text(name));
+            items.push((self.layout.member(key, value), required));
+        }
+        let mut excluded = names.clone();
+        excluded.extend(m.forbidden.iter().cloned());
+        let extra = self.extra_member(m, &excluded, level)?;
+        let required_count = items.iter().filter(|(_, r)| *r).count() as u64;
+        let mut nonempty = false;
+        if let Some((n, ptr)) = &m.min_props
+            && *n > required_count
+        {
+            if *n == 1 {
+                nonempty = true;
+            } else {
+                return Err(GrammarError::unsupported_at(
+                    ptr,
+                    "minProperties above the number of required properties",
+                ));
+            }
+        }
+        if let Some((n, ptr)) = &m.max_props {
+            // Extra members are off when maxProperties is present.
+            if (items.len() as u64) > *n {
+                if required_count > *n {
+                    return Ok(Lang::Never);
+                }
+                return Err(GrammarError::unsupported_at(
+                    ptr,
+                    "maxProperties below the number of declared properties",
+                ));
+            }
+        }
+        let sep = self.layout.item_sep(level);
+        if let Some(member) = extra {
+            let run = rx::seq([
+                member.clone(),
+                rx::repeat(rx::seq([sep.clone(), member]), 0, None),
+            ]);
+            items.push((run, false));
+        }
+        if items.is_empty() {
+            if nonempty {
+                return Ok(Lang::Never);
+            }
+            return Ok(self.layout.container('{', Lang::empty(), true, '}', level));
+        }
+        let (body, optional) = members_sequence(items, &sep, nonempty);
+        Ok(self.layout.container('{', body, optional, '}', level))
+    }
+
+    /// One extra member (`"key": value`), when extra members may be
+    /// generated (see the module docs for when).
+    fn extra_member(
+        &mut self,
+        m: &Merged<'a>,
+        excluded: &[String],
+        level: u32,
+    ) -> Result<Option<Lang>, GrammarError> {
+        if m.no_extras
+            || m.max_props.is_some()
+            || !m.property_names.is_empty()
+            || m.obj_parts.iter().any(|p| !p.pattern_props.is_empty())
+        {
+            return Ok(None);
+        }
+        let mut nodes = Vec::new();
+        let mut trivial = true;
+        for part in &m.obj_parts {
+            match &part.additional {
+                None if self.options.strict => return Ok(None),
+                None => {}
+                Some(node) => {
+                    if node.v == &Value::Bool(false) {
+                        return Ok(None);
+                    }
+                    trivial &= is_trivial(node.v);
+                    nodes.push(node.clone());
+                }
+            }
+        }
+        if m.obj_parts.is_empty() && self.options.strict {
+            return Ok(None);
+        }
+        let value = if trivial {
+            // "Any value": only with an explicit depth bound.
+            let Some(depth) = self.options.max_depth else {
+                return Ok(None);
+            };
+            self.any_value(depth, level + 1)?
+        } else {
+            self.lower_nodes(nodes, level + 1)?
+        };
+        if value.is_never() {
+            return Ok(None);
+        }
+        let key = rx::seq([Lang::lit("\""), key_complement(excluded), Lang::lit("\"")]);
+        Ok(Some(self.layout.member(key, value)))
+    }
+
+    /// Any value of the given kinds nested at most `depth` levels.
+    pub(crate) fn any_of_kind(
+        &mut self,
+        kinds: u8,
+        depth: u32,
+        level: u32,
+    ) -> Result<Lang, GrammarError> {
+        let mut parts = Vec::new();
+        if kinds & NULL != 0 {
+            parts.push(Lang::lit("null"));
+        }
+        if kinds & BOOLEAN != 0 {
+            parts.push(rx::alt([Lang::lit("true"), Lang::lit("false")]));
+        }
+        if kinds & (INTEGER | FRACTION) != 0 {
+            parts.push(if kinds & FRACTION != 0 {
+                Lang::atom(format!("(?:{NUMBER})"), 6)
+            } else {
+                Lang::atom(format!("(?:{INTEGER_RE})"), 4)
+            });
+        }
+        let string = Lang::atom(format!("\"{STRING_CHAR}*\""), 4);
+        if kinds & STRING != 0 {
+            parts.push(string.clone());
+        }
+        if depth > 0 && kinds & (ARRAY | OBJECT) != 0 {
+            let inner = self.any_value(depth - 1, level + 1)?;
+            let sep = self.layout.item_sep(level);
+            if kinds & ARRAY != 0 {
+                let items = rx::seq([
+                    inner.clone(),
+                    rx::repeat(rx::seq([sep.clone(), inner.clone()]), 0, None),
+                ]);
+                parts.push(self.layout.container('[', items, true, ']', level));
+            }
+            if kinds & OBJECT != 0 {
+                let member = self.layout.member(string, inner);
+                let members =
+                    rx::seq([member.clone(), rx::repeat(rx::seq([sep, member]), 0, None)]);
+                parts.push(self.layout.container('{', members, true, '}', level));
+            }
+        }
+        Ok(rx::alt(parts))
+    }
+}
+
+/// Members in order, optional ones possibly absent, separators only between
+/// present ones. Returns the body and whether it may be empty.
+fn members_sequence(items: Vec<(Lang, bool)>, sep: &Lang, nonempty: bool) -> (Lang, bool) {
+    match items.iter().position(|(_, required)| *required) {
+        Some(first) => {
+            // Before the first required member: a possibly empty run of
+            // optional ones, each followed by a separator. After it: each
+            // member after a separator. Linear, and flat.
+            let mut parts = Vec::new();
+            let leading: Vec<Lang> = items[..first].iter().map(|(l, _)| l.clone()).collect();
+            if !leading.is_empty() {
+                parts.push(rx::opt(rx::seq([
+                    nonempty_subsequence(&leading, sep),
+                    sep.clone(),
+                ])));
+            }
+            parts.push(items[first].0.clone());
+            for (lang, required) in items.into_iter().skip(first + 1) {
+                let piece = rx::seq([sep.clone(), lang]);
+                parts.push(if required { piece } else { rx::opt(piece) });
+            }
+            (rx::seq(parts), false)
+        }
+        None => {
+            let all: Vec<Lang> = items.into_iter().map(|(l, _)| l).collect();
+            (nonempty_subsequence(&all, sep), !nonempty)
+        }
+    }
+}
+
+/// Non-empty subsequences of `items` (in order), joined by `sep`.
+fn nonempty_subsequence(items: &[Lang], sep: &Lang) -> Lang {
+    if items.len() <= OPTIONAL_CHAIN_LEAF {
+        // H(k+1) = H(k) (sep I_k)? | I_k
+        let mut chain = items[0].clone();
+        for item in &items[1..] {
+            chain = rx::alt([
+                rx::seq([chain, rx::opt(rx::seq([sep.clone(), item.clone()]))]),
+                item.clone(),
+            ]);
+        }
+        return chain;
+    }
+    let (left, right) = items.split_at(items.len() / 2);
+    // First present member on the left: then any subset of the right; or
+    // nothing on the left.
+    let any_right = rx::seq(
+        right
+            .iter()
+            .map(|item| rx::opt(rx::seq([sep.clone(), item.clone()]))),
+    );
+    rx::alt([
+        rx::seq([nonempty_subsequence(left, sep), any_right]),
+        nonempty_subsequence(right, sep),
+    ])
+}
+
+/// String content (no escapes) that is none of `names`.
+fn key_complement(names: &[String]) -> Lang {
+    let any = Lang::atom(super::ecma::UNESCAPED_CLASS, 1);
+    // A trie of the names; for each node (path P): P itself when no name
+    // ends there, and P followed by a character that continues no name.
+    #[derive(Default)]
+    struct Trie {
+        end: bool,
+        children: Vec<(char, Trie)>,
+    }
+    let mut root = Trie::default();
+    for name in names {
+        let mut node = &mut root;
+        for c in name.chars() {
+            let i = match node.children.iter().position(|(k, _)| *k == c) {
+                Some(i) => i,
+                None => {
+                    node.children.push((c, Trie::default()));
+                    node.children.len() - 1
+                }
+            };
+            node = &mut node.children[i].1;
+        }
+        node.end = true;
+    }
+    let mut alternatives = Vec::new();
+    let mut stack: Vec<(String, &Trie)> = vec![(String::new(), &root)];
+    while let Some((path, node)) = stack.pop() {
+        if !node.end {
+            alternatives.push(Lang::lit(&path));
+        }
+        let class = if node.children.is_empty() {
+            super::ecma::UNESCAPED_CLASS.to_string()
+        } else {
+            let members: String = node
+                .children
+                .iter()
+                .map(|(c, _)| format!("\\x{{{:X}}}", *c as u32))
+                .collect();
+            format!("[{}--[{members}]]", super::ecma::UNESCAPED_CLASS)
+        };
+        alternatives.push(rx::seq([
+            Lang::lit(&path),
+            Lang::atom(class, 3),
+            rx::repeat(any.clone(), 0, None),
+        ]));
+        for (c, child) in &node.children {
+            let mut p = path.clone();
+            p.push(*c);
+            stack.push((p, child));
+        }
+    }
+    rx::alt(alternatives)
+}
+
+enum BoundValue {
+    Exact(Int),
+    Fraction(f64),
+}
+
+fn bound_value(b: &super::lower::Bound<'_>) -> Result<BoundValue, GrammarError> {
+    let Value::Number(n) = b.value else {
+        return Err(GrammarError::schema_at(&b.ptr, "a bound must be a number"));
+    };
+    if let Some(i) = n.as_i64() {
+        return Ok(BoundValue::Exact(
+            Int::parse(&i.to_string()).expect("an integer"),
+        ));
+    }
+    if let Some(u) = n.as_u64() {
+        return Ok(BoundValue::Exact(
+            Int::parse(&u.to_string()).expect("an integer"),
+        ));
+    }
+    let f = n
+        .as_f64()
+        .filter(|f| f.is_finite())
+        .ok_or_else(|| GrammarError::schema_at(&b.ptr, "a bound must be finite"))?;
+    if f.fract() != 0.0 {
+        return Ok(BoundValue::Fraction(f));
+    }
+    // An integer literal beyond 2^64 reaches us as a double, possibly
+    // rounded; only exponent-sized values (1e300) are taken as written.
+    if f.abs() >= 18_446_744_073_709_551_616.0 && f.abs() < 1e300 {
+        return Err(GrammarError::unsupported_at(
+            &b.ptr,
+            "an integer bound beyond 2^64 (it may have been rounded)",
+        ));
+    }
+    Ok(BoundValue::Exact(int_of(f)))
+}
+
+fn int_of(f: f64) -> Int {
+    Int::parse(&format!("{f:.0}")).expect("an integral double prints as an integer")
+}
+
+fn exactly_double(v: &Int) -> bool {
+    let text = format!("{}{}", if v.neg { "-" } else { "" }, v.mag.digits());
+    match text.parse::<f64>() {
+        Ok(f) => int_of(f) == *v,
+        Err(_) => false,
+    }
+}
+
+fn within_magnitude(v: &Int, limit: u64) -> bool {
+    v.mag <= numeric::Nat::new(&limit.to_string())
+}
+
+/// Integers that are multiples of `k`, for the `k` with a digit rule.
+fn multiple_of_regex(k: u64) -> Option<Lang> {
+    let text = match k {
+        1 => INTEGER_RE.to_string(),
+        2 => "-?(?:[02468]|[1-9][0-9]*[02468])".to_string(),
+        5 => "-?(?:[05]|[1-9][0-9]*[05])".to_string(),
+        _ => {
+            let s = k.to_string();
+            let zeros = s.len() - 1;
+            if s.starts_with('1') && s[1..].bytes().all(|b| b == b'0') {
+                format!("-?(?:0|[1-9][0-9]*0{{{zeros}}})")
+            } else {
+                return None;
+            }
+        }
+    };
+    Some(Lang::atom(format!("(?:{text})"), 5))
+}

@@ -1,0 +1,629 @@
+//! Keyword-by-keyword tests of the lowering: accepted and rejected texts,
+//! error pointers, recursion and limits.
+
+use super::*;
+use regex_automata::meta::Regex;
+use serde_json::{Value, json};
+use tokensieve_core::Whitespace;
+use tokensieve_core::error::Location;
+
+fn lower_with(schema: &Value, options: &SpecOptions) -> Result<Regex, GrammarError> {
+    let text = schema_to_regex(&schema.to_string(), options, 2)?;
+    Ok(Regex::builder()
+        .syntax(regex_automata::util::syntax::Config::new().nest_limit(256))
+        .build(&format!("^(?:{text})$"))
+        .expect("the lowered regex builds"))
+}
+
+fn lower(schema: Value) -> Regex {
+    lower_with(&schema, &SpecOptions::default()).unwrap_or_else(|e| panic!("{schema}: {e}"))
+}
+
+#[track_caller]
+fn check(schema: Value, accept: &[&str], reject: &[&str]) {
+    let r = lower(schema.clone());
+    for text in accept {
+        assert!(r.is_match(text), "{schema} should accept {text}");
+    }
+    for text in reject {
+        assert!(!r.is_match(text), "{schema} should reject {text}");
+    }
+}
+
+fn error(schema: Value) -> GrammarError {
+    match lower_with(&schema, &SpecOptions::default()) {
+        Ok(_) => panic!("{schema} should not lower"),
+        Err(e) => e,
+    }
+}
+
+#[track_caller]
+fn unsupported_at(schema: Value, pointer: &str) {
+    match error(schema.clone()) {
+        GrammarError::Unsupported {
+            location: Location::Pointer(p),
+            ..
+        } => assert_eq!(p, pointer, "{schema}"),
+        other => panic!("{schema}: expected Unsupported at {pointer}, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn invalid_at(schema: Value, pointer: &str) {
+    match error(schema.clone()) {
+        GrammarError::InvalidSchema {
+            location: Location::Pointer(p),
+            ..
+        } => assert_eq!(p, pointer, "{schema}"),
+        other => panic!("{schema}: expected InvalidSchema at {pointer}, got {other:?}"),
+    }
+}
+
+#[test]
+fn scalar_types() {
+    check(
+        json!({"type": "string"}),
+        &[r#""""#, r#""a\"\\\n\u00e9é""#, r#""😀""#],
+        &["a", r#""\x""#, "\"\u{1}\"", r#""\ud800""#],
+    );
+    check(
+        json!({"type": "integer"}),
+        &["0", "-12", "120"],
+        &["01", "1.5", "-", "1e3", "-0.0"],
+    );
+    check(
+        json!({"type": "number"}),
+        &["0", "-1.5", "2e10", "1E-5", "0.25"],
+        &["01", ".5", "1.", "+1", "NaN"],
+    );
+    check(
+        json!({"type": "boolean"}),
+        &["true", "false"],
+        &["null", "1"],
+    );
+    check(json!({"type": "null"}), &["null"], &["nul", "\"null\""]);
+    check(
+        json!({"type": ["string", "null"]}),
+        &["null", "\"x\""],
+        &["1"],
+    );
+}
+
+#[test]
+fn enum_and_const() {
+    check(
+        json!({"enum": ["a", 1, null, {"k": [true, 2.5]}]}),
+        &[
+            r#""a""#,
+            "1",
+            "1.0",
+            "null",
+            r#"{"k":[true,2.5]}"#,
+            r#"{ "k" : [ true , 2.5 ] }"#,
+        ],
+        &[r#""b""#, "2", r#"{"k":[true]}"#, "true"],
+    );
+    check(json!({"const": 1e-5}), &["1e-05", "1e-5"], &["0.0001"]);
+    // Values the rest of the schema forbids are dropped.
+    check(
+        json!({"type": "string", "enum": ["a", 1, "bb"], "maxLength": 1}),
+        &[r#""a""#],
+        &["1", r#""bb""#],
+    );
+    assert!(matches!(
+        error(json!({"type": "string", "enum": [1]})),
+        GrammarError::InvalidSchema { .. }
+    ));
+}
+
+#[test]
+fn properties_required_and_optional_commas() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}, "d": {"type": "integer"}},
+        "required": ["b", "d"],
+        "additionalProperties": false
+    });
+    let r = lower(schema);
+    let names = ["a", "b", "c", "d"];
+    for mask in 0u32..16 {
+        let present: Vec<&str> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        let text = format!(
+            "{{{}}}",
+            present
+                .iter()
+                .map(|n| format!("\"{n}\": 1"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let valid = present.contains(&"b") && present.contains(&"d");
+        assert_eq!(r.is_match(&text), valid, "{text}");
+    }
+    for bad in [
+        r#"{"b":1,"d":1,}"#,
+        r#"{,"b":1,"d":1}"#,
+        r#"{"b":1 "d":1}"#,
+        r#"{"d":1,"b":1}"#,
+        r#"{"b":"x","d":1}"#,
+    ] {
+        assert!(!r.is_match(bad), "{bad}");
+    }
+}
+
+#[test]
+fn many_optional_properties_every_subset() {
+    let mut props = serde_json::Map::new();
+    for i in 0..10 {
+        props.insert(format!("p{i}"), json!({"type": "integer"}));
+    }
+    let r = lower(json!({"type": "object", "properties": props, "additionalProperties": false}));
+    for mask in 0u32..1024 {
+        let text = format!(
+            "{{{}}}",
+            (0..10)
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| format!("\"p{i}\":{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        assert!(r.is_match(&text), "{text}");
+    }
+    assert!(!r.is_match(r#"{"p1":1,"p0":0}"#));
+    assert!(!r.is_match(r#"{"p1":1,,"p2":0}"#));
+    assert!(!r.is_match(r#"{"p1":1,"p1":1}"#));
+}
+
+#[test]
+fn additional_properties() {
+    let declared = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    // Absent, no max_depth: no extra members (a subset).
+    check(
+        declared.clone(),
+        &[r#"{"a":1}"#, "{}"],
+        &[r#"{"a":1,"b":2}"#],
+    );
+    // With max_depth: extra members with any value, after the declared ones.
+    let options = SpecOptions {
+        max_depth: Some(2),
+        ..SpecOptions::default()
+    };
+    let r = lower_with(&declared, &options).unwrap();
+    assert!(r.is_match(r#"{"a":1,"b":{"c":[1,2]}}"#));
+    assert!(r.is_match(r#"{"b":"x"}"#));
+    assert!(
+        !r.is_match(r#"{"a":1,"a":"x"}"#),
+        "a declared name is not an extra key"
+    );
+    assert!(!r.is_match(r#"{"a":"x"}"#));
+    // Strict: none, even with max_depth.
+    let strict = SpecOptions {
+        strict: true,
+        max_depth: Some(2),
+        ..SpecOptions::default()
+    };
+    assert!(
+        !lower_with(&declared, &strict)
+            .unwrap()
+            .is_match(r#"{"a":1,"b":2}"#)
+    );
+    // A schema: extra members whose values satisfy it, keys not declared.
+    check(
+        json!({"type": "object", "properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "string"}}),
+        &[
+            r#"{"id":1,"x":"y","z":"w"}"#,
+            r#"{"x":"y"}"#,
+            r#"{"i":"y"}"#,
+            r#"{"idx":"y"}"#,
+        ],
+        &[r#"{"x":1}"#, r#"{"id":"y"}"#, r#"{"id":1,"id":"y"}"#],
+    );
+    check(
+        json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+        &["{}", r#"{"a":1,"b":2}"#],
+        &[r#"{"a":"x"}"#],
+    );
+}
+
+#[test]
+fn pattern_properties_and_property_names() {
+    check(
+        json!({"type": "object", "properties": {"foo": {}, "bar": {"type": "string"}}, "patternProperties": {"^f": {"type": "integer"}}}),
+        &[r#"{"foo":1,"bar":"x"}"#],
+        &[r#"{"foo":"x"}"#, r#"{"fa":1}"#],
+    );
+    check(
+        json!({"type": "object", "properties": {"ok": {"type": "integer"}, "NO": {"type": "integer"}}, "propertyNames": {"pattern": "^[a-z]+$"}}),
+        &[r#"{"ok":1}"#],
+        &[r#"{"NO":1}"#],
+    );
+}
+
+#[test]
+fn arrays() {
+    check(
+        json!({"type": "array", "items": {"type": "integer"}}),
+        &["[]", "[1]", "[1, 2,3]"],
+        &["[1,]", "[,1]", "[\"a\"]"],
+    );
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3}),
+        &["[1,2]", "[1,2,3]"],
+        &["[1]", "[1,2,3,4]", "[]"],
+    );
+    check(
+        json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}),
+        &["[]", r#"["a"]"#, r#"["a",1]"#],
+        &[r#"["a",1,2]"#, "[1]"],
+    );
+    check(
+        json!({"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "null"}, "minItems": 2}),
+        &[r#"["a",null]"#, r#"["a",null,null]"#],
+        &[r#"["a"]"#, r#"["a",1]"#],
+    );
+    unsupported_at(
+        json!({"type": "array", "uniqueItems": true}),
+        "/uniqueItems",
+    );
+    check(
+        json!({"type": "array", "uniqueItems": true, "maxItems": 1}),
+        &["[]", "[1]"],
+        &["[1,2]"],
+    );
+    unsupported_at(
+        json!({"type": "array", "contains": {"type": "integer"}}),
+        "/contains",
+    );
+}
+
+#[test]
+fn string_lengths_count_characters() {
+    check(
+        json!({"type": "string", "minLength": 2, "maxLength": 3}),
+        &[r#""ab""#, r#""é😀""#, r#""\n\"\\""#, r#""a\u00e9""#],
+        &[r#""a""#, r#""abcd""#, r#""\n\n\n\n""#],
+    );
+}
+
+#[test]
+fn patterns_search_semantics() {
+    check(
+        json!({"type": "string", "pattern": "abc"}),
+        &[r#""xabcx""#, r#""abc""#],
+        &[r#""ab""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[a-z]+-\\d{2}$"}),
+        &[r#""ab-12""#],
+        &[r#""ab-123""#, r#""Ab-12""#, r#""ab-١٢""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[A-Z]", "maxLength": 3}),
+        &[r#""Abc""#],
+        &[r#""Abcd""#, r#""abc""#],
+    );
+    unsupported_at(
+        json!({"properties": {"foo": {"type": "string", "pattern": "^(?=a)"}}}),
+        "/properties/foo/pattern",
+    );
+    unsupported_at(json!({"type": "string", "pattern": "(a)\\1"}), "/pattern");
+    let e = error(json!({"properties": {"foo": {"type": "string", "pattern": "(?!x)"}}}));
+    assert!(
+        e.to_string().contains("/properties/foo/pattern") && e.to_string().contains("look-ahead"),
+        "{e}"
+    );
+}
+
+#[test]
+fn formats() {
+    check(
+        json!({"type": "string", "format": "date"}),
+        &[r#""2024-02-29""#],
+        &[r#""2023-02-29""#, r#""x""#],
+    );
+    check(
+        json!({"type": "string", "format": "uuid"}),
+        &[r#""123e4567-e89b-12d3-a456-426614174000""#],
+        &[r#""123""#],
+    );
+    // Unknown formats are annotations.
+    check(
+        json!({"type": "string", "format": "int32"}),
+        &[r#""anything""#],
+        &[],
+    );
+}
+
+#[test]
+fn integer_and_number_bounds() {
+    check(
+        json!({"type": "integer", "minimum": 1, "maximum": 12}),
+        &["1", "9", "10", "12"],
+        &["0", "13", "-1", "1.0"],
+    );
+    check(
+        json!({"type": "integer", "exclusiveMinimum": 0}),
+        &["1", "100"],
+        &["0", "-3"],
+    );
+    check(
+        json!({"type": "integer", "minimum": 0, "exclusiveMinimum": true}),
+        &["1"],
+        &["0"],
+    );
+    check(
+        json!({"type": "integer", "minimum": -2.5, "maximum": 2.5}),
+        &["-2", "2"],
+        &["-3", "3"],
+    );
+    check(
+        json!({"type": "number", "minimum": 0}),
+        &["0", "0.5", "3", "0.0"],
+        &["-1", "-0.5"],
+    );
+    check(
+        json!({"type": "number", "minimum": -90, "maximum": 90}),
+        &["-90", "90", "45.5", "-89.999"],
+        &["90.5", "-90.01", "100"],
+    );
+    check(
+        json!({"type": "number", "exclusiveMaximum": 1, "minimum": 0}),
+        &["0", "0.999999"],
+        &["1", "1.0", "0.9999999"],
+    );
+    check(
+        json!({"type": "number", "multipleOf": 1}),
+        &["3", "-4"],
+        &["3.5"],
+    );
+    check(
+        json!({"type": "integer", "multipleOf": 10}),
+        &["0", "30", "-120"],
+        &["5", "15"],
+    );
+    unsupported_at(json!({"type": "number", "minimum": 0.5}), "/minimum");
+    unsupported_at(json!({"type": "number", "multipleOf": 0.01}), "/multipleOf");
+    unsupported_at(json!({"type": "integer", "multipleOf": 7}), "/multipleOf");
+}
+
+#[test]
+fn any_of_one_of_all_of() {
+    check(
+        json!({"anyOf": [{"type": "integer"}, {"type": "string"}]}),
+        &["1", "\"a\""],
+        &["null"],
+    );
+    check(
+        json!({"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+                         {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}),
+        &[r#"{"kind":"a","x":1}"#, r#"{"kind":"b"}"#],
+        &[r#"{"kind":"c"}"#],
+    );
+    unsupported_at(
+        json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        "/oneOf",
+    );
+    unsupported_at(
+        json!({"properties": {"v": {"oneOf": [{}, {"type": "string"}]}}}),
+        "/properties/v/oneOf",
+    );
+    check(
+        json!({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                         {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}}]}),
+        &[r#"{"a":5}"#, r#"{"a":7,"b":"x"}"#],
+        &[r#"{"a":4}"#, "{}", r#"{"a":5,"b":1}"#],
+    );
+    // additionalProperties of one branch applies to the other's properties.
+    check(
+        json!({"allOf": [{"properties": {"a": {}}, "additionalProperties": false}, {"properties": {"b": {}}}], "type": "object"}),
+        &[r#"{"a":1}"#],
+        &[r#"{"b":1}"#],
+    );
+    // Distribution: required alternatives.
+    check(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        &[r#"{"a":1}"#, r#"{"b":1}"#, r#"{"a":1,"b":2}"#],
+        &["{}"],
+    );
+}
+
+#[test]
+fn not() {
+    check(
+        json!({"not": {"type": "string"}}),
+        &["1", "null", "[]"],
+        &["\"a\""],
+    );
+    check(
+        json!({"type": "object", "properties": {"a": {}, "b": {}}, "not": {"required": ["a"]}}),
+        &[r#"{"b":1}"#, "{}"],
+        &[r#"{"a":1}"#],
+    );
+    check(
+        json!({"type": "string", "enum": ["a", "b"], "not": {"const": "a"}}),
+        &[r#""b""#],
+        &[r#""a""#],
+    );
+    check(
+        json!({"type": "integer", "not": {"minimum": 3}}),
+        &["2", "-5"],
+        &["3", "4"],
+    );
+    unsupported_at(json!({"type": "string", "not": {"pattern": "a"}}), "/not");
+    assert!(matches!(
+        error(json!({"not": {}})),
+        GrammarError::InvalidSchema { .. }
+    ));
+}
+
+#[test]
+fn refs_and_recursion() {
+    check(
+        json!({"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}}),
+        &["[1,2]"],
+        &["[0]"],
+    );
+    check(
+        json!({"definitions": {"a~b/c": {"type": "null"}}, "properties": {"x": {"$ref": "#/definitions/a~0b~1c"}}, "required": ["x"], "type": "object"}),
+        &[r#"{"x":null}"#],
+        &[r#"{"x":1}"#],
+    );
+    invalid_at(
+        json!({"properties": {"x": {"$ref": "#/definitions/missing"}}}),
+        "/properties/x/$ref",
+    );
+    unsupported_at(json!({"$ref": "other.json#/x"}), "/$ref");
+    let tree = json!({
+        "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": false}},
+        "$ref": "#/$defs/node"
+    });
+    unsupported_at(tree.clone(), "/$defs/node/properties/kids/items/$ref");
+    let options = SpecOptions {
+        max_depth: Some(2),
+        ..SpecOptions::default()
+    };
+    let r = lower_with(&tree, &options).unwrap();
+    assert!(r.is_match(r#"{"v":1}"#));
+    assert!(r.is_match(r#"{"v":1,"kids":[{"v":2,"kids":[{"v":3}]}]}"#));
+    assert!(!r.is_match(r#"{"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[{"v":4}]}]}]}"#));
+}
+
+#[test]
+fn malformed_schemas_are_errors_with_pointers() {
+    assert!(matches!(
+        schema_to_regex("{not json", &SpecOptions::default(), 0),
+        Err(GrammarError::InvalidSchema { .. })
+    ));
+    invalid_at(
+        json!({"properties": {"a": {"type": "strnig"}}}),
+        "/properties/a/type",
+    );
+    invalid_at(
+        json!({"properties": {"a": {"minLength": -1}}}),
+        "/properties/a/minLength",
+    );
+    invalid_at(
+        json!({"properties": {"a": {"enum": "x"}}}),
+        "/properties/a/enum",
+    );
+    invalid_at(json!({"properties": {"a": 3}}), "/properties/a");
+    invalid_at(json!({"required": "a"}), "/required");
+    unsupported_at(
+        json!({"if": {"type": "string"}, "then": {"minLength": 1}}),
+        "/if",
+    );
+}
+
+#[test]
+fn limits_not_blow_ups() {
+    let e = error(json!({"type": "string", "maxLength": 1_000_000}));
+    assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
+    let e = error(json!({"type": "array", "maxItems": 1_000_000}));
+    assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
+    let e = error(json!({"enum": (0..20_000).collect::<Vec<_>>()}));
+    assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
+    // Deep nesting: an error, not a stack overflow.
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..120 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    assert!(schema_to_regex(&deep.to_string(), &SpecOptions::default(), 0).is_err());
+    // Exponential recursion under max_depth hits a limit, it does not hang.
+    let wide = json!({"$defs": {"n": {"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}, "b": {"$ref": "#/$defs/n"}, "c": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"});
+    let options = SpecOptions {
+        max_depth: Some(30),
+        ..SpecOptions::default()
+    };
+    assert!(schema_to_regex(&wide.to_string(), &options, 0).is_err());
+}
+
+#[test]
+fn annotations_and_unknown_keywords_are_ignored() {
+    check(
+        json!({"title": "t", "description": "d", "$comment": "c", "examples": [1], "default": 3, "deprecated": true, "x-foo": {"type": "string"}, "readOnly": true, "type": "integer"}),
+        &["3"],
+        &["\"a\""],
+    );
+}
+
+#[test]
+fn dependent_required() {
+    check(
+        json!({"type": "object", "properties": {"card": {"type": "integer"}, "billing": {"type": "string"}}, "dependentRequired": {"card": ["billing"]}}),
+        &["{}", r#"{"billing":"x"}"#, r#"{"card":1,"billing":"x"}"#],
+        &[r#"{"card":1}"#],
+    );
+}
+
+#[test]
+fn whitespace_policies() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}, "b": {"type": "object"}}, "required": ["a", "b"]});
+    let compact = SpecOptions {
+        whitespace: Whitespace::Compact,
+        ..SpecOptions::default()
+    };
+    let r = lower_with(&schema, &compact).unwrap();
+    assert!(r.is_match(r#"{"a":[1,2],"b":{}}"#));
+    assert!(!r.is_match(r#"{"a": [1,2],"b":{}}"#));
+    let pretty = SpecOptions {
+        whitespace: Whitespace::Fixed {
+            item_separator: ",".into(),
+            key_separator: ": ".into(),
+            indent: Some(2),
+        },
+        ..SpecOptions::default()
+    };
+    let r = lower_with(&schema, &pretty).unwrap();
+    // Python: json.dumps({"a": [1, 2], "b": {}}, indent=2)
+    assert!(r.is_match("{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": {}\n}"));
+    assert!(!r.is_match(r#"{"a": [1, 2], "b": {}}"#));
+    let spaced = SpecOptions {
+        whitespace: Whitespace::Fixed {
+            item_separator: ", ".into(),
+            key_separator: ": ".into(),
+            indent: None,
+        },
+        ..SpecOptions::default()
+    };
+    let r = lower_with(&schema, &spaced).unwrap();
+    assert!(r.is_match(r#"{"a": [1, 2], "b": {}}"#));
+    assert!(!r.is_match(r#"{"a":[1,2],"b":{}}"#));
+    // Any: bounded runs between tokens, none outside.
+    let r = lower(schema);
+    assert!(r.is_match("{ \"a\" :\n[1 ,2],\t\"b\":{  }}"));
+    assert!(!r.is_match(" {\"a\":[],\"b\":{}}"));
+    assert!(
+        !r.is_match("{\"a\":[],   \"b\":{}}"),
+        "max_whitespace is 2 in these tests"
+    );
+}
+
+#[test]
+fn json_object() {
+    assert!(matches!(
+        json_object_regex(&SpecOptions::default(), 0),
+        Err(GrammarError::Unsupported { .. })
+    ));
+    let options = SpecOptions {
+        max_depth: Some(2),
+        ..SpecOptions::default()
+    };
+    let text = json_object_regex(&options, 1).unwrap();
+    let r = Regex::new(&format!("^(?:{text})$")).unwrap();
+    assert!(r.is_match(r#"{"a": [1, "x", null], "b": {"c": true}}"#));
+    assert!(r.is_match("{}"));
+    assert!(!r.is_match(r#"{"a": [[1]]}"#), "depth 3");
+    assert!(!r.is_match("[]"));
+}
+
+#[test]
+fn unconstrained_values_are_bounded_json() {
+    let r = lower(json!({"type": "object", "properties": {"meta": {}}, "required": ["meta"]}));
+    assert!(r.is_match(r#"{"meta":{"x":[1,2]}}"#));
+    assert!(r.is_match(r#"{"meta":"s"}"#));
+    assert!(!r.is_match(r#"{"meta":nope}"#));
+}
