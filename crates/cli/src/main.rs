@@ -13,7 +13,11 @@ use common::BadInput;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "tokensieve", version, about = "Constrained decoding: token masks from schemas, regexes, choices and grammars")]
+#[command(
+    name = "tokensieve",
+    version,
+    about = "Constrained decoding: token masks from schemas, regexes, choices and grammars"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,8 +67,14 @@ fn backends() -> anyhow::Result<u8> {
     // to instantiate each one and ask.
     let vocab = std::sync::Arc::new(tokensieve::vocab::fixtures::json_tiny());
     for info in tokensieve::available_backends() {
-        let kinds = match tokensieve::create_backend(&info.name, &Default::default(), vocab.clone()) {
-            Ok(b) => b.supported_kinds().iter().map(|k| k.as_str()).collect::<Vec<_>>().join(","),
+        let kinds = match tokensieve::create_backend(&info.name, &Default::default(), vocab.clone())
+        {
+            Ok(b) => b
+                .supported_kinds()
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
             Err(e) => format!("(cannot instantiate: {e})"),
         };
         let aliases = if info.aliases.is_empty() {
@@ -83,9 +93,9 @@ fn vocab(path: &str) -> anyhow::Result<u8> {
     let stops: Vec<serde_json::Value> = v
         .stop_tokens()
         .iter()
-        .map(|&id| {
-            serde_json::json!({"id": id, "text": String::from_utf8_lossy(v.token_bytes(id))})
-        })
+        .map(
+            |&id| serde_json::json!({"id": id, "text": String::from_utf8_lossy(v.token_bytes(id))}),
+        )
         .collect();
     let out = serde_json::json!({
         "vocab_size": v.vocab_size(),

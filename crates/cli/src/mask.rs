@@ -92,7 +92,9 @@ pub fn run(args: &MaskArgs) -> anyhow::Result<u8> {
         let allowed = row_count_allowed(&row, vocab.vocab_size());
         let shown = String::from_utf8_lossy(vocab.token_bytes(t));
         if !row_is_allowed(&row, t) {
-            println!("rejected at token {i} (id {t}, {shown:?}): {allowed} tokens were allowed there");
+            println!(
+                "rejected at token {i} (id {t}, {shown:?}): {allowed} tokens were allowed there"
+            );
             return Ok(1);
         }
         if let Err(e) = matcher.accept_token(t) {
@@ -101,7 +103,10 @@ pub fn run(args: &MaskArgs) -> anyhow::Result<u8> {
         }
     }
     if !matcher.is_accepting() {
-        println!("rejected at the end: all {} tokens allowed, but the output may not end here", tokens.len());
+        println!(
+            "rejected at the end: all {} tokens allowed, but the output may not end here",
+            tokens.len()
+        );
         return Ok(1);
     }
     println!("accepted: {} tokens", tokens.len());

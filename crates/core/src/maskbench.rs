@@ -49,7 +49,10 @@ impl MaskBenchFile {
             .iter()
             .map(|t| {
                 Ok(MaskBenchTest {
-                    valid: t.get("valid").and_then(|v| v.as_bool()).ok_or("test without \"valid\"")?,
+                    valid: t
+                        .get("valid")
+                        .and_then(|v| v.as_bool())
+                        .ok_or("test without \"valid\"")?,
                     data: t.get("data").cloned().ok_or("test without \"data\"")?,
                 })
             })
@@ -75,7 +78,9 @@ pub fn split_of(id: &str) -> String {
     }
     let base = id.strip_suffix(".json").unwrap_or(id);
     match base.rsplit_once('_') {
-        Some((head, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) => head.to_string(),
+        Some((head, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) => {
+            head.to_string()
+        }
         _ => base.to_string(),
     }
 }
@@ -149,7 +154,13 @@ fn write_number(out: &mut String, n: &serde_json::Number) {
         return;
     };
     if !f.is_finite() {
-        out.push_str(if f.is_nan() { "NaN" } else if f > 0.0 { "Infinity" } else { "-Infinity" });
+        out.push_str(if f.is_nan() {
+            "NaN"
+        } else if f > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        });
         return;
     }
     // `{:e}` gives the shortest round-trip digits: "d.ddde±x".
@@ -170,7 +181,11 @@ fn write_number(out: &mut String, n: &serde_json::Number) {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        out.push_str(&format!("e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs()));
+        out.push_str(&format!(
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        ));
     } else if exp < 0 {
         out.push_str("0.");
         out.push_str(&"0".repeat((-exp - 1) as usize));

@@ -1,1 +1,511 @@
-//! placeholder
+//! # tokensieve-cuda
+//!
+//! The CUDA mask device: writes `-inf` into the logits of forbidden tokens on
+//! an NVIDIA GPU, with the kernel from `kernels/apply_token_bitmask.cu`
+//! compiled at run time by NVRTC for the GPU it runs on.
+//!
+//! The CUDA driver (`libcuda`) and NVRTC (`libnvrtc`) are loaded at run time
+//! through [`cudarc`]'s dynamic loading: this crate builds, and its tests
+//! compile and run, on machines without CUDA. [`CudaDevice::new`] then returns
+//! [`DeviceError::Unavailable`] saying what is missing; it never panics.
+//!
+//! Two ways in:
+//!
+//! - **Device-resident buffers** (what an inference engine holds):
+//!   [`CudaDevice::apply_inplace`] masks a [`CudaSlice`]/[`CudaViewMut`] of
+//!   `f32`, [`half::f16`] or [`half::bf16`] logits with a bitmask already on
+//!   the GPU, asynchronously on the device's stream;
+//!   [`CudaDevice::apply_raw`] does the same on raw device addresses (a
+//!   PyTorch tensor's `data_ptr()`, say).
+//! - **Host buffers**: the [`MaskDevice`] impl copies logits, bitmask and
+//!   indices to the GPU, applies, copies the logits back and waits. It exists
+//!   for tests and simple callers; the copies cost far more than the masking.
+//!
+//! Every path writes only the `-inf` bit pattern, through integer stores, so
+//! results match [`tokensieve_core::CpuDevice`] bit for bit (NaN and infinite
+//! allowed logits included).
+//!
+//! ```no_run
+//! use tokensieve_cuda::CudaDevice;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let device = CudaDevice::new(0)?;
+//! let stream = device.stream();
+//! let (batch, vocab) = (2, 40);
+//! let mut logits = stream.clone_htod(&vec![1.0f32; batch * vocab])?;
+//! let bitmask = stream.clone_htod(&vec![0x0000_00ffu32; batch * 2])?;
+//! device.apply_inplace(&mut logits, vocab, &bitmask, None)?;
+//! device.synchronize()?;
+//! # Ok(()) }
+//! ```
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+pub use cudarc;
+pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut};
+use cudarc::driver::{
+    CudaFunction, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
+    sys::CUdeviceptr,
+};
+use cudarc::nvrtc::Ptx;
+use half::{bf16, f16};
+pub use tokensieve_core::device::ApplyShape;
+use tokensieve_core::device::{NEG_INF_BF16_BITS, NEG_INF_F16_BITS};
+use tokensieve_core::{DType, DeviceError, LogitsMut, MaskDevice};
+
+/// The kernel source, shipped in the repository's `kernels/` folder.
+pub const KERNEL_SOURCE: &str = include_str!("../../../kernels/apply_token_bitmask.cu");
+
+/// Threads per block: 4 warps, each masking 1024-logit tiles.
+const BLOCK_THREADS: u32 = 128;
+const TILE_LOGITS: usize = 1024;
+/// CUDA's limit on `gridDim.y`; larger row counts loop inside the kernel.
+const MAX_GRID_Y: usize = 65_535;
+
+/// Logit element types the kernel handles: `f32`, [`f16`], [`bf16`].
+pub trait CudaLogit: DeviceRepr + Copy + sealed::Sealed {
+    const DTYPE: DType;
+}
+impl CudaLogit for f32 {
+    const DTYPE: DType = DType::F32;
+}
+impl CudaLogit for f16 {
+    const DTYPE: DType = DType::F16;
+}
+impl CudaLogit for bf16 {
+    const DTYPE: DType = DType::Bf16;
+}
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+struct Kernels {
+    vec_b32: CudaFunction,
+    vec_b16: CudaFunction,
+    scalar_b32: CudaFunction,
+    scalar_b16: CudaFunction,
+}
+
+/// A CUDA GPU that applies token bitmasks; see the crate docs.
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Kernels,
+    ordinal: usize,
+    device_name: String,
+    compute_capability: (i32, i32),
+    vector_access: bool,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("ordinal", &self.ordinal)
+            .field("device_name", &self.device_name)
+            .field("compute_capability", &self.compute_capability)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaDevice {
+    /// Opens GPU `ordinal`, compiles the kernel for it with NVRTC and makes a
+    /// stream. [`DeviceError::Unavailable`] when the driver or NVRTC library
+    /// is missing, there is no such GPU, or compilation fails.
+    pub fn new(ordinal: usize) -> Result<Self, DeviceError> {
+        // cudarc panics when a library it loads lazily is missing: probe
+        // first, and catch what a probe cannot foresee (a missing symbol).
+        // SAFETY: the probes only try to open the shared libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(DeviceError::Unavailable(
+                "no CUDA driver found: libcuda could not be loaded (no NVIDIA driver installed, \
+                 or not on the library path)"
+                    .into(),
+            ));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(DeviceError::Unavailable(
+                "no NVRTC found: libnvrtc could not be loaded (install the CUDA toolkit or the \
+                 nvidia-cuda-nvrtc package and put its lib folder on LD_LIBRARY_PATH)"
+                    .into(),
+            ));
+        }
+        catch_unwind(AssertUnwindSafe(|| Self::open(ordinal))).unwrap_or_else(|panic| {
+            let msg = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown panic");
+            Err(DeviceError::Unavailable(format!(
+                "CUDA initialisation failed: {msg}"
+            )))
+        })
+    }
+
+    fn open(ordinal: usize) -> Result<Self, DeviceError> {
+        let unavailable = |what: &str, e: &dyn std::fmt::Display| {
+            DeviceError::Unavailable(format!("CUDA device {ordinal}: {what}: {e}"))
+        };
+        let count = CudaContext::device_count().map_err(|e| unavailable("cuInit", &e))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(DeviceError::Unavailable(format!(
+                "no CUDA device {ordinal}: the driver sees {count} device(s)"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| unavailable("context", &e))?;
+        let device_name = ctx.name().map_err(|e| unavailable("name", &e))?;
+        let compute_capability = ctx
+            .compute_capability()
+            .map_err(|e| unavailable("compute capability", &e))?;
+        let module = ctx
+            .load_module(compile_kernel(compute_capability)?)
+            .map_err(|e| unavailable("loading the kernel module", &e))?;
+        let load = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| unavailable(&format!("kernel {name}"), &e))
+        };
+        let kernels = Kernels {
+            vec_b32: load("apply_bitmask_vec_b32")?,
+            vec_b16: load("apply_bitmask_vec_b16")?,
+            scalar_b32: load("apply_bitmask_scalar_b32")?,
+            scalar_b16: load("apply_bitmask_scalar_b16")?,
+        };
+        let stream = ctx.new_stream().map_err(|e| unavailable("stream", &e))?;
+        Ok(CudaDevice {
+            ctx,
+            stream,
+            kernels,
+            ordinal,
+            device_name,
+            compute_capability,
+            vector_access: true,
+        })
+    }
+
+    /// With `false`, always launch the scalar kernel (one 2- or 4-byte store
+    /// per masked logit, no logit reads) instead of the 16-byte vector kernel
+    /// it normally uses when rows are 16-byte aligned. For benchmarking.
+    pub fn with_vector_access(mut self, on: bool) -> Self {
+        self.vector_access = on;
+        self
+    }
+
+    /// The CUDA context (allocate buffers for [`Self::apply_inplace`] on it or
+    /// on [`Self::stream`]).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream every apply is launched on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The GPU's name, e.g. `NVIDIA H200`.
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    /// Waits until every apply launched so far has finished.
+    pub fn synchronize(&self) -> Result<(), DeviceError> {
+        self.stream.synchronize().map_err(device_err)
+    }
+
+    /// Masks device-resident `logits` (`[batch, vocab]`) in place with
+    /// `bitmask` (`[batch, words]`, `words >= ceil(vocab/32)`), on
+    /// [`Self::stream`], asynchronously: call [`Self::synchronize`] (or order
+    /// later work on the stream) before reading the logits.
+    ///
+    /// With `indices`, only the listed rows are masked (any order, duplicates
+    /// harmless). Indices cannot be checked on the host without a copy:
+    /// entries `>= batch` are ignored by the kernel.
+    pub fn apply_inplace<T, L, B>(
+        &self,
+        logits: &mut L,
+        vocab: usize,
+        bitmask: &B,
+        indices: Option<&CudaView<'_, u32>>,
+    ) -> Result<(), DeviceError>
+    where
+        T: CudaLogit,
+        L: DevicePtrMut<T>,
+        B: DevicePtr<u32>,
+    {
+        let shape = ApplyShape::validate(logits.len(), vocab, bitmask.len(), None)?;
+        let (logits_ptr, _logits_guard) = logits.device_ptr_mut(&self.stream);
+        let (mask_ptr, _mask_guard) = bitmask.device_ptr(&self.stream);
+        let (index_ptr, _index_guard) = match indices {
+            Some(ix) => {
+                let (ptr, guard) = ix.device_ptr(&self.stream);
+                (Some((ptr, ix.len())), Some(guard))
+            }
+            None => (None, None),
+        };
+        // SAFETY: the pointers come from live buffers of the lengths that
+        // `shape` was validated against; the guards order the launch after
+        // earlier writes and are dropped after it.
+        unsafe { self.launch(T::DTYPE, logits_ptr, shape, mask_ptr, index_ptr) }
+    }
+
+    /// [`Self::apply_inplace`] on raw device addresses in this device's
+    /// context (a PyTorch tensor's `data_ptr()`, say): `logits` holds
+    /// `shape.batch * shape.vocab` elements of `dtype`, `bitmask`
+    /// `shape.batch * shape.words` u32, `indices` (address, count) u32 row
+    /// numbers.
+    ///
+    /// # Safety
+    ///
+    /// The addresses must be valid device memory of those sizes in this
+    /// device's context, not freed before the launch completes, and not
+    /// written by other streams while it runs.
+    pub unsafe fn apply_raw(
+        &self,
+        dtype: DType,
+        logits: CUdeviceptr,
+        shape: ApplyShape,
+        bitmask: CUdeviceptr,
+        indices: Option<(CUdeviceptr, usize)>,
+    ) -> Result<(), DeviceError> {
+        let shape = ApplyShape::validate(
+            shape.batch * shape.vocab,
+            shape.vocab,
+            shape.batch * shape.words,
+            None,
+        )?;
+        // SAFETY: forwarded to the caller.
+        unsafe { self.launch(dtype, logits, shape, bitmask, indices) }
+    }
+
+    /// # Safety
+    ///
+    /// See [`Self::apply_raw`]; `shape` must describe the buffers.
+    unsafe fn launch(
+        &self,
+        dtype: DType,
+        logits: CUdeviceptr,
+        shape: ApplyShape,
+        bitmask: CUdeviceptr,
+        indices: Option<(CUdeviceptr, usize)>,
+    ) -> Result<(), DeviceError> {
+        let num_rows = indices.map_or(shape.batch, |(_, n)| n);
+        if num_rows == 0 || shape.batch == 0 {
+            return Ok(());
+        }
+        let to_u32 = |what: &str, n: usize| {
+            u32::try_from(n)
+                .map_err(|_| DeviceError::Shape(format!("{what} {n} does not fit in 32 bits")))
+        };
+        let (num_rows_u, batch_u, vocab_u, words_u) = (
+            to_u32("row count", num_rows)?,
+            to_u32("batch", shape.batch)?,
+            to_u32("vocab", shape.vocab)?,
+            to_u32("bitmask row words", shape.words)?,
+        );
+        let elems_per_vector = 16 / dtype.size();
+        let vector = self.vector_access && shape.vocab % elems_per_vector == 0 && logits % 16 == 0;
+        let kernel = match (dtype, vector) {
+            (DType::F32, true) => &self.kernels.vec_b32,
+            (DType::F32, false) => &self.kernels.scalar_b32,
+            (_, true) => &self.kernels.vec_b16,
+            (_, false) => &self.kernels.scalar_b16,
+        };
+        let tiles = shape.vocab.div_ceil(TILE_LOGITS);
+        let warps = (BLOCK_THREADS / 32) as usize;
+        let cfg = LaunchConfig {
+            grid_dim: (
+                to_u32("grid", tiles.div_ceil(warps))?,
+                num_rows.min(MAX_GRID_Y) as u32,
+                1,
+            ),
+            block_dim: (BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let index_ptr: CUdeviceptr = indices.map_or(0, |(p, _)| p);
+        let neg16 = match dtype {
+            DType::F16 => u32::from(NEG_INF_F16_BITS),
+            DType::Bf16 => u32::from(NEG_INF_BF16_BITS),
+            DType::F32 => 0,
+        };
+        let mut launch = self.stream.launch_builder(kernel);
+        launch
+            .arg(&logits)
+            .arg(&bitmask)
+            .arg(&index_ptr)
+            .arg(&num_rows_u)
+            .arg(&batch_u)
+            .arg(&vocab_u)
+            .arg(&words_u);
+        if dtype != DType::F32 {
+            launch.arg(&neg16);
+        }
+        // SAFETY: the argument list matches the kernel's signature (three
+        // device addresses, four u32, plus the -inf pattern for 16-bit).
+        unsafe { launch.launch(cfg) }.map_err(device_err)?;
+        Ok(())
+    }
+
+    fn apply_host<T: CudaLogit>(
+        &self,
+        logits: &mut [T],
+        shape: ApplyShape,
+        bitmask: &[u32],
+        indices: Option<&[u32]>,
+    ) -> Result<(), DeviceError> {
+        let s = &self.stream;
+        let mut d_logits = s.clone_htod(logits).map_err(device_err)?;
+        let d_mask = s.clone_htod(bitmask).map_err(device_err)?;
+        let d_indices = match indices {
+            Some(ix) if !ix.is_empty() => Some(s.clone_htod(ix).map_err(device_err)?),
+            _ => None,
+        };
+        match (indices, &d_indices) {
+            // An empty index list masks nothing.
+            (Some(_), None) => {}
+            (_, Some(ix)) => {
+                self.apply_inplace(&mut d_logits, shape.vocab, &d_mask, Some(&ix.as_view()))?
+            }
+            (None, None) => self.apply_inplace(&mut d_logits, shape.vocab, &d_mask, None)?,
+        }
+        s.memcpy_dtoh(&d_logits, logits).map_err(device_err)?;
+        s.synchronize().map_err(device_err)
+    }
+}
+
+impl MaskDevice for CudaDevice {
+    fn name(&self) -> String {
+        format!("cuda:{}", self.ordinal)
+    }
+
+    fn apply_token_bitmask_inplace(
+        &self,
+        logits: LogitsMut<'_>,
+        vocab: usize,
+        bitmask: &[u32],
+        indices: Option<&[u32]>,
+    ) -> Result<(), DeviceError> {
+        let shape = ApplyShape::validate(logits.len(), vocab, bitmask.len(), indices)?;
+        if shape.batch == 0 {
+            return Ok(());
+        }
+        match logits {
+            LogitsMut::F32(x) => self.apply_host(x, shape, bitmask, indices),
+            LogitsMut::F16(x) => self.apply_host(x, shape, bitmask, indices),
+            LogitsMut::Bf16(x) => self.apply_host(x, shape, bitmask, indices),
+        }
+    }
+}
+
+fn device_err(e: impl std::fmt::Display) -> DeviceError {
+    DeviceError::Device(format!("CUDA: {e}"))
+}
+
+/// Compiles [`KERNEL_SOURCE`] to a cubin for `sm_<major><minor>`; when this
+/// NVRTC does not know that architecture (a GPU newer than the toolkit),
+/// falls back to PTX for NVRTC's default target, which the driver JITs.
+fn compile_kernel((major, minor): (i32, i32)) -> Result<Ptx, DeviceError> {
+    let arch = format!("sm_{major}{minor}");
+    match nvrtc_cubin(KERNEL_SOURCE, &arch) {
+        Ok(cubin) => Ok(Ptx::from_binary(cubin)),
+        Err(cubin_err) => cudarc::nvrtc::compile_ptx(KERNEL_SOURCE).map_err(|ptx_err| {
+            DeviceError::Unavailable(format!(
+                "NVRTC could not compile kernels/apply_token_bitmask.cu: for {arch}: {cubin_err}; \
+                 as PTX: {ptx_err}"
+            ))
+        }),
+    }
+}
+
+/// NVRTC straight to machine code (cudarc's safe API stops at PTX, and PTX
+/// from an NVRTC newer than the driver does not load).
+pub fn nvrtc_cubin(source: &str, arch: &str) -> Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result, sys};
+    use std::ffi::{CStr, CString};
+
+    let src = CString::new(source).map_err(|e| e.to_string())?;
+    let name = c"apply_token_bitmask.cu";
+    let prog = result::create_program(&src, Some(name)).map_err(|e| format!("{e:?}"))?;
+    let options = [format!("--gpu-architecture={arch}"), "--std=c++17".into()];
+    // SAFETY: `prog` is live until destroyed below; buffers are sized from
+    // NVRTC's own size queries.
+    unsafe {
+        let compiled = result::compile_program(prog, &options);
+        let out = match compiled {
+            Err(e) => {
+                let log = result::get_program_log(prog)
+                    .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Err(format!("{e:?}: {log}"))
+            }
+            Ok(()) => {
+                let mut size = 0usize;
+                sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|e| format!("nvrtcGetCUBINSize: {e:?}"))
+                    .and_then(|()| {
+                        let mut cubin = vec![0u8; size];
+                        sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast())
+                            .result()
+                            .map(|()| cubin)
+                            .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))
+                    })
+            }
+        };
+        let _ = result::destroy_program(prog);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_never_panics_and_explains_itself() {
+        match CudaDevice::new(0) {
+            Ok(d) => eprintln!(
+                "CUDA device: {} {:?}",
+                d.device_name(),
+                d.compute_capability()
+            ),
+            Err(DeviceError::Unavailable(why)) => {
+                assert!(!why.is_empty());
+                eprintln!("skipped: no CUDA device ({why})");
+            }
+            Err(e) => panic!("unexpected error kind: {e}"),
+        }
+    }
+
+    #[test]
+    fn missing_ordinal_is_unavailable() {
+        match CudaDevice::new(1 << 20) {
+            Err(DeviceError::Unavailable(why)) => assert!(!why.is_empty()),
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+    }
+
+    /// Compiles the kernel wherever NVRTC can be loaded, GPU or not (e.g.
+    /// with the `nvidia-cuda-nvrtc` wheel's lib folder on LD_LIBRARY_PATH).
+    #[test]
+    fn kernel_compiles_with_nvrtc() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: no NVRTC library to compile the kernel with");
+            return;
+        }
+        for arch in ["sm_80", "sm_90"] {
+            let cubin = nvrtc_cubin(KERNEL_SOURCE, arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+            assert!(cubin.starts_with(b"\x7fELF"), "{arch}: not an ELF cubin");
+        }
+    }
+}

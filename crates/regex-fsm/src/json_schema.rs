@@ -134,7 +134,32 @@ pub fn schema_to_regex_with_limits(
 ) -> Result<String, GrammarError> {
     let schema: serde_json::Value = serde_json::from_str(schema_json)
         .map_err(|e| GrammarError::schema_at("", format!("the schema is not JSON: {e}")))?;
-    lower::lower_document(&schema, options, max_whitespace, limits)
+    on_big_stack(|| lower::lower_document(&schema, options, max_whitespace, limits))
+}
+
+/// Stack for the recursive lowering. Lowering recurses once per schema level
+/// (serde_json already caps documents at 128 levels) and per `$ref` unfold;
+/// in debug builds a level can take tens of KiB, more than a caller's thread
+/// (2 MiB for test threads and rayon workers) may have. Reserved, not
+/// committed, so it costs address space only.
+const LOWERING_STACK: usize = 256 << 20;
+
+/// Runs `f` on a scoped thread with [`LOWERING_STACK`] bytes of stack, so a
+/// deeply nested schema is a `LimitExceeded` error, never a stack overflow.
+fn on_big_stack<T: Send>(
+    f: impl FnOnce() -> Result<T, GrammarError> + Send,
+) -> Result<T, GrammarError> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("tokensieve-json-lowering".into())
+            .stack_size(LOWERING_STACK)
+            .spawn_scoped(scope, f)
+            .map_err(|e| {
+                GrammarError::InvalidConfig(format!("cannot start the lowering thread: {e}"))
+            })?
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
 }
 
 /// A regex for any JSON object, nested at most `options.max_depth` deep
@@ -143,7 +168,7 @@ pub fn json_object_regex(
     options: &SpecOptions,
     max_whitespace: u32,
 ) -> Result<String, GrammarError> {
-    lower::any_object(options, max_whitespace, &LoweringLimits::default())
+    on_big_stack(|| lower::any_object(options, max_whitespace, &LoweringLimits::default()))
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ impl GrammarObject for ChoiceMatcher {
     }
 
     fn is_accepting(&self) -> bool {
-        self.choices.iter().any(|c| *c == self.text)
+        self.choices.contains(&self.text)
     }
 
     fn is_terminated(&self) -> bool {

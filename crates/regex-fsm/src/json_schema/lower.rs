@@ -149,7 +149,6 @@ pub(crate) struct Merged<'a> {
     pub items_ptr: String,
     pub unique_items: Option<String>,
     pub contains: Option<String>,
-    pub unevaluated_items: bool,
     // combinators
     pub nots: Vec<Node<'a>>,
     pub disjunctions: Vec<Disjunction<'a>>,
@@ -184,7 +183,6 @@ impl<'a> Merged<'a> {
             items_ptr: String::new(),
             unique_items: None,
             contains: None,
-            unevaluated_items: false,
             nots: Vec::new(),
             disjunctions: Vec::new(),
         }
@@ -720,11 +718,13 @@ impl<'a> Lowerer<'a> {
                         m.dependencies.push((trigger.clone(), dependency, dep_ptr));
                     }
                 }
-                "unevaluatedProperties" => {
-                    // Only evaluated (declared) members are ever generated
-                    // when extra members are turned off: a subset.
-                    m.constrained = true;
-                    m.no_extras = true;
+                "unevaluatedProperties" | "unevaluatedItems" if is_trivially_true(v) => {}
+                "unevaluatedProperties" | "unevaluatedItems" => {
+                    // What counts as "evaluated" depends on which sub-schemas
+                    // (allOf/$ref/if branches...) apply, and the merge above
+                    // loses that scoping: treating every declared member as
+                    // evaluated made the language wider than the schema's.
+                    return Err(GrammarError::unsupported_at(ptr, format!("`{key}`")));
                 }
                 "items" | "prefixItems" => {
                     m.constrained = true;
@@ -794,10 +794,6 @@ impl<'a> Lowerer<'a> {
                         m.constrained = true;
                         m.contains = Some(ptr);
                     }
-                }
-                "unevaluatedItems" => {
-                    m.constrained = true;
-                    m.unevaluated_items = true;
                 }
                 "not" => {
                     m.constrained = true;
@@ -1595,4 +1591,9 @@ fn percent_decode(s: &str) -> String {
         }
     }
     String::from_utf8(out).unwrap_or_else(|_| s.to_string())
+}
+
+/// `true` or `{}`: a sub-schema that allows everything.
+fn is_trivially_true(v: &Value) -> bool {
+    matches!(v, Value::Bool(true)) || v.as_object().is_some_and(|o| o.is_empty())
 }

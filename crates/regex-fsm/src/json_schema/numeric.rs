@@ -11,6 +11,11 @@ use std::cmp::Ordering;
 
 pub(crate) const INTEGER: &str = r"-?(?:0|[1-9][0-9]*)";
 pub(crate) const NUMBER: &str = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
+/// Numbers that are not integers (what `number` minus `integer` leaves, e.g.
+/// under `not: {type: integer}`): a decimal whose fraction has a non-zero
+/// digit, without exponent (`1.0` and `1e2` are integers in JSON Schema; a
+/// subset, so sound).
+pub(crate) const NON_INTEGER: &str = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9]";
 
 /// A non-negative integer as canonical decimal digits ("0", "17", ...).
 #[derive(Clone, Debug, PartialEq, Eq)]

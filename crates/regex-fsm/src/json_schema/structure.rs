@@ -7,7 +7,7 @@ use super::lower::{
     ARRAY, BOOLEAN, Dependency, FRACTION, INTEGER, Lowerer, Merged, NULL, Node, OBJECT, STRING,
     STRING_CHAR,
 };
-use super::numeric::{self, INTEGER as INTEGER_RE, Int, NUMBER};
+use super::numeric::{self, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang};
 use serde_json::Value;
 use tokensieve_core::GrammarError;
@@ -192,7 +192,22 @@ impl<'a> Lowerer<'a> {
             }
             return Ok(numeric::int_range(lo.as_ref(), hi.as_ref()));
         }
-        debug_assert!(integers, "`number` always includes integers");
+        if !integers {
+            // Non-integral numbers only (e.g. `not: {type: integer}`).
+            if let Some(b) = m.lower.first().or(m.upper.first()) {
+                return Err(GrammarError::unsupported_at(
+                    &b.ptr,
+                    "bounds on numbers that must not be integers",
+                ));
+            }
+            if let Some((_, ptr)) = multiple {
+                return Err(GrammarError::unsupported_at(
+                    ptr,
+                    "multipleOf on numbers that must not be integers",
+                ));
+            }
+            return Ok(Lang::atom(format!("(?:{NON_INTEGER})"), 6));
+        }
         if m.lower.is_empty() && m.upper.is_empty() {
             return Ok(Lang::atom(format!("(?:{NUMBER})"), 6));
         }
@@ -291,9 +306,7 @@ impl<'a> Lowerer<'a> {
             prefix.push(element);
         }
         let rest_nodes: Vec<Node<'a>> = m.arr_parts.iter().filter_map(|p| p.rest.clone()).collect();
-        let rest = if max.is_some_and(|x| x <= prefix.len() as u64)
-            || (rest_nodes.is_empty() && m.unevaluated_items)
-        {
+        let rest = if max.is_some_and(|x| x <= prefix.len() as u64) {
             Lang::Never
         } else {
             self.lower_value(rest_nodes, level + 1)?
@@ -568,7 +581,9 @@ impl<'a> Lowerer<'a> {
             parts.push(rx::alt([Lang::lit("true"), Lang::lit("false")]));
         }
         if kinds & (INTEGER | FRACTION) != 0 {
-            parts.push(if kinds & FRACTION != 0 {
+            parts.push(if kinds & FRACTION != 0 && kinds & INTEGER == 0 {
+                Lang::atom(format!("(?:{NON_INTEGER})"), 6)
+            } else if kinds & FRACTION != 0 {
                 Lang::atom(format!("(?:{NUMBER})"), 6)
             } else {
                 Lang::atom(format!("(?:{INTEGER_RE})"), 4)
