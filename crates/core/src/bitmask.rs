@@ -124,7 +124,7 @@ pub fn row_forbid(row: &mut [u32], token: u32) {
 pub fn row_count_allowed(row: &[u32], vocab_size: usize) -> usize {
     let full = vocab_size / 32;
     let mut n: usize = row[..full].iter().map(|w| w.count_ones() as usize).sum();
-    if vocab_size % 32 != 0 {
+    if !vocab_size.is_multiple_of(32) {
         n += (row[full] & ((1u32 << (vocab_size % 32)) - 1)).count_ones() as usize;
     }
     n

@@ -107,7 +107,7 @@ impl ApplyShape {
         if vocab == 0 {
             return Err(DeviceError::Shape("vocab size is 0".into()));
         }
-        if logits_len % vocab != 0 {
+        if !logits_len.is_multiple_of(vocab) {
             return Err(DeviceError::Shape(format!(
                 "logits length {logits_len} is not a multiple of vocab size {vocab}"
             )));
@@ -120,7 +120,7 @@ impl ApplyShape {
                 words: vocab.div_ceil(32),
             });
         }
-        if bitmask_len % batch != 0 {
+        if !bitmask_len.is_multiple_of(batch) {
             return Err(DeviceError::Shape(format!(
                 "bitmask length {bitmask_len} is not a multiple of the batch size {batch}"
             )));

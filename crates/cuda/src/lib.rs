@@ -313,7 +313,9 @@ impl CudaDevice {
             to_u32("bitmask row words", shape.words)?,
         );
         let elems_per_vector = 16 / dtype.size();
-        let vector = self.vector_access && shape.vocab % elems_per_vector == 0 && logits % 16 == 0;
+        let vector = self.vector_access
+            && shape.vocab.is_multiple_of(elems_per_vector)
+            && logits.is_multiple_of(16);
         let kernel = match (dtype, vector) {
             (DType::F32, true) => &self.kernels.vec_b32,
             (DType::F32, false) => &self.kernels.scalar_b32,

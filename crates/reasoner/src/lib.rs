@@ -224,7 +224,7 @@ impl GrammarObject for ReasonerMatcher {
             // Every tokenizer id; padding ids (beyond it) stay clear.
             let n = self.vocab.tokenizer_size();
             row[..n / 32].fill(u32::MAX);
-            if n % 32 != 0 {
+            if !n.is_multiple_of(32) {
                 row[n / 32] = (1u32 << (n % 32)) - 1;
             }
         }
