@@ -10,6 +10,15 @@
 //!
 //! A backend that cannot compile a case is a counted skip, printed, never a pass.
 
+/// Writes straight to the process's stderr: libtest captures `eprintln!` of
+/// passing tests, and the CI log must show what ran and what was skipped.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -185,9 +194,9 @@ fn corpus_on_every_backend() {
         }
     }
     for s in &skips {
-        eprintln!("skip: {s}");
+        report!("skip: {s}");
     }
-    eprintln!(
+    report!(
         "conformance: {ran} (backend, case) runs, {} skips",
         skips.len()
     );

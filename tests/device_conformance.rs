@@ -16,6 +16,15 @@
 
 #![allow(dead_code)]
 
+/// Writes straight to the process's stderr: libtest captures `eprintln!` of
+/// passing tests, and the CI log must show what ran and what was skipped.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use half::{bf16, f16};
 use tokensieve::{CpuDevice, DType, LogitsMut, MaskDevice};
 
@@ -483,7 +492,7 @@ fn naive(case: &Case, inputs: &Inputs) -> HostLogits {
 #[test]
 fn cpu_reference_matches_the_naive_model() {
     let n = run_suite("naive", &cases(), naive);
-    eprintln!("cpu reference: {n} cases match the naive model");
+    report!("cpu reference: {n} cases match the naive model");
 }
 
 #[test]
@@ -524,7 +533,7 @@ mod cuda {
         static DEVICE: OnceLock<Result<CudaDevice, String>> = OnceLock::new();
         match DEVICE.get_or_init(|| CudaDevice::new(0).map_err(|e| e.to_string())) {
             Ok(d) => {
-                eprintln!(
+                report!(
                     "CUDA conformance on {} ({}), compute capability {:?}",
                     d.device_name(),
                     d.name(),
@@ -533,7 +542,7 @@ mod cuda {
                 Some(d)
             }
             Err(why) => {
-                eprintln!("skipped: no CUDA device ({why})");
+                report!("skipped: no CUDA device ({why})");
                 None
             }
         }
@@ -543,7 +552,7 @@ mod cuda {
     fn host_api_matches_cpu() {
         let Some(dev) = device() else { return };
         let n = run_suite(&dev.name(), &cases(), via_mask_device(dev));
-        eprintln!("cuda host API: {n} cases bit-identical to cpu");
+        report!("cuda host API: {n} cases bit-identical to cpu");
     }
 
     #[test]
@@ -555,7 +564,7 @@ mod cuda {
             .filter(|c| c.batch * c.vocab <= 1 << 20)
             .collect();
         let n = run_suite("cuda:0 (scalar kernel)", &cases, via_mask_device(&scalar));
-        eprintln!("cuda scalar kernel: {n} cases bit-identical to cpu");
+        report!("cuda scalar kernel: {n} cases bit-identical to cpu");
     }
 
     fn upload<T: CudaLogit>(dev: &CudaDevice, x: &[T], offset: usize) -> CudaSlice<T> {
@@ -613,7 +622,7 @@ mod cuda {
     fn buffer_api_matches_cpu() {
         let Some(dev) = device() else { return };
         let n = run_suite("cuda:0 (buffers)", &cases(), via_buffers(dev, 0));
-        eprintln!("cuda buffer API: {n} cases bit-identical to cpu");
+        report!("cuda buffer API: {n} cases bit-identical to cpu");
     }
 
     /// Logits starting off 16-byte alignment take the scalar kernel.
@@ -625,7 +634,7 @@ mod cuda {
             .filter(|c| c.batch * c.vocab <= 1 << 20)
             .collect();
         let n = run_suite("cuda:0 (unaligned view)", &cases, via_buffers(dev, 1));
-        eprintln!("cuda unaligned views: {n} cases bit-identical to cpu");
+        report!("cuda unaligned views: {n} cases bit-identical to cpu");
     }
 
     #[test]
@@ -654,14 +663,18 @@ mod webgpu {
         match DEVICE.get_or_init(|| WgpuDevice::new().map_err(|e| e.to_string())) {
             Ok(d) => {
                 let info = d.adapter_info();
-                eprintln!(
+                report!(
                     "WebGPU conformance on adapter \"{}\" ({:?}, {:?}, driver {} {})",
-                    info.name, info.backend, info.device_type, info.driver, info.driver_info
+                    info.name,
+                    info.backend,
+                    info.device_type,
+                    info.driver,
+                    info.driver_info
                 );
                 Some(d)
             }
             Err(why) => {
-                eprintln!("skipped: no WebGPU adapter ({why})");
+                report!("skipped: no WebGPU adapter ({why})");
                 None
             }
         }
@@ -671,7 +684,7 @@ mod webgpu {
     fn host_api_matches_cpu() {
         let Some(dev) = device() else { return };
         let n = run_suite(&dev.name(), &cases(), via_mask_device(dev));
-        eprintln!("wgpu host API: {n} cases bit-identical to cpu");
+        report!("wgpu host API: {n} cases bit-identical to cpu");
     }
 
     /// The same cases through `apply_buffers` on GPU buffers.
@@ -735,7 +748,7 @@ mod webgpu {
             HostLogits::from_bytes(case.dtype, &out)
         };
         let n = run_suite(&format!("{} (buffers)", dev.name()), &cases(), apply);
-        eprintln!("wgpu buffer API: {n} cases bit-identical to cpu");
+        report!("wgpu buffer API: {n} cases bit-identical to cpu");
     }
 
     fn u32_bytes(x: &[u32]) -> &[u8] {

@@ -21,6 +21,15 @@
 //! as MaskBench does; without it, the fixture vocabulary with greedy
 //! tokenization.
 
+/// Writes straight to the process's stderr: libtest captures `println!` of
+/// passing tests, and the CI log must show what ran and what was skipped.
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +66,7 @@ impl Setup {
                 label: "llama3",
             }
         } else {
-            println!(
+            report!(
                 "note: {} not found; using the fixture vocabulary",
                 path.display()
             );
@@ -105,7 +114,7 @@ fn sample_files() -> Vec<PathBuf> {
         );
         files.extend(names.iter().map(|n| dev.join(n)));
     } else {
-        println!(
+        report!(
             "skipped: {} not found, only the {} fixture files run",
             dev.display(),
             files.len()
@@ -140,7 +149,7 @@ fn maskbench_sample_has_no_invalidation_crash_or_mask_mismatch() {
         .filter(|n| n != "none")
         .collect();
     if backends.is_empty() {
-        println!("skipped: no backend other than `none` is registered");
+        report!("skipped: no backend other than `none` is registered");
         return;
     }
 
@@ -164,7 +173,7 @@ fn maskbench_sample_has_no_invalidation_crash_or_mask_mismatch() {
         ) {
             Ok(b) => b,
             Err(e) => {
-                println!(
+                report!(
                     "{name}: cannot be created for {} ({e}); skipped",
                     setup.label
                 );
@@ -237,7 +246,7 @@ fn maskbench_sample_has_no_invalidation_crash_or_mask_mismatch() {
                 }
             }
         }
-        println!("{name} ({}): {c:?}", setup.label);
+        report!("{name} ({}): {c:?}", setup.label);
     }
     assert!(
         failures.is_empty(),
