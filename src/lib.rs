@@ -90,3 +90,8 @@ pub fn create_backend(
         )),
     }
 }
+
+// The README's Rust examples are compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
