@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vocab = Arc::new(HfTokenizer::from_file(&tokenizer)?.into_vocabulary());
     let backend = RegexFsmBackend::new(vocab, config);
     println!(
-        "file\tregex_bytes\tlower_ms\traw_states\tstates\tclasses\tdfa_ms\tindex_ms\tmemory_kib"
+        "file\tregex_bytes\tlower_ms\traw_states\tstates\tclasses\tdfa_ms\tindex_ms\tmemory_kib\tunique_rows\tnodes_visited_m"
     );
     for path in args {
         let file = MaskBenchFile::load(path.as_ref())?;
@@ -50,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(g) => {
                 let s = g.build_stats();
                 println!(
-                    "{}\t{}\t{lower_ms:.1}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{}",
+                    "{}\t{}\t{lower_ms:.1}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{}\t{}\t{:.1}",
                     file.id,
                     regex.len(),
                     s.raw_dfa_states,
@@ -58,7 +58,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     s.byte_classes,
                     s.dfa_time.as_secs_f64() * 1e3,
                     s.index_time.as_secs_f64() * 1e3,
-                    s.memory_bytes / 1024
+                    s.memory_bytes / 1024,
+                    s.index.unique_rows,
+                    s.index.nodes_visited as f64 / 1e6
                 );
             }
             Err(e) => println!("{}\tcompile error: {e}", file.id),

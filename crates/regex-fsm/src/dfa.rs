@@ -203,6 +203,17 @@ impl ByteDfa {
         self.trans.len() * 4 + self.accepting.len() * 4 + 256
     }
 
+    /// The transitions of `state`, one per byte class.
+    #[inline(always)]
+    pub(crate) fn row(&self, state: u32) -> &[u32] {
+        &self.trans[state as usize * self.stride..(state as usize + 1) * self.stride]
+    }
+
+    /// The byte class of every byte.
+    pub(crate) fn classes(&self) -> &[u8; 256] {
+        &self.classes
+    }
+
     #[inline(always)]
     pub(crate) fn class_of(&self, byte: u8) -> usize {
         self.classes[byte as usize] as usize
@@ -299,14 +310,20 @@ fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, Gram
     // The raw DFA may be larger than the final one (minimization shrinks
     // it), but not unboundedly: cap it at a generous multiple.
     let raw_cap = limits.max_dfa_states.saturating_mul(8);
-    let mut ids: HashMap<regex_automata::util::primitives::StateID, u32> = HashMap::new();
+    // Our id of each dense state (0 = not seen yet), by dense state index
+    // (dense state ids are premultiplied by the stride).
+    let stride2 = dfa.stride2();
+    let index = |sid: regex_automata::util::primitives::StateID| sid.as_usize() >> stride2;
+    // The transition table holds `states << stride2` u32s, so this bounds
+    // the number of states.
+    let mut ids: Vec<u32> = vec![0; ((dfa.memory_usage() / 4) >> stride2) + 1];
     let mut order = vec![start];
     let mut trans = vec![DEAD; stride];
     let mut accepting = vec![false];
     if dfa.is_dead_state(start) {
         return Err(matches_nothing());
     }
-    ids.insert(start, 1);
+    ids[index(start)] = 1;
     let mut i = 0;
     while i < order.len() {
         let sid = order[i];
@@ -322,8 +339,8 @@ fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, Gram
             }
             let id = if dfa.is_dead_state(next) {
                 DEAD
-            } else if let Some(&id) = ids.get(&next) {
-                id
+            } else if ids[index(next)] != 0 {
+                ids[index(next)]
             } else {
                 let id = order.len() as u32 + 1;
                 if id as usize > raw_cap {
@@ -333,7 +350,7 @@ fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, Gram
                         knob: "max_dfa_states (x8 before minimization)".into(),
                     });
                 }
-                ids.insert(next, id);
+                ids[index(next)] = id;
                 order.push(next);
                 id
             };
@@ -363,14 +380,19 @@ fn prune_dead_ends(t: Table) -> Result<Table, GrammarError> {
     for &to in &t.trans {
         count[to as usize + 1] += 1;
     }
+    count[DEAD as usize + 1] = 0; // edges into the dead state are not needed
     for i in 0..n {
         count[i + 1] += count[i];
     }
     let mut fill = count.clone();
-    let mut from = vec![0u32; t.trans.len()];
-    for (idx, &to) in t.trans.iter().enumerate() {
-        from[fill[to as usize] as usize] = (idx / k) as u32;
-        fill[to as usize] += 1;
+    let mut from = vec![0u32; count[n] as usize];
+    for (s, row) in t.trans.chunks_exact(k).enumerate() {
+        for &to in row {
+            if to != DEAD {
+                from[fill[to as usize] as usize] = s as u32;
+                fill[to as usize] += 1;
+            }
+        }
     }
     let mut live = vec![false; n];
     let mut queue: VecDeque<u32> = (1..n as u32).filter(|&s| t.accepting[s as usize]).collect();

@@ -80,24 +80,52 @@ struct Walked {
 
 /// Scratch space for walks, reused across states.
 struct Walker<'a> {
-    dfa: &'a ByteDfa,
     trie: &'a TokenTrie,
+    /// The DFA's transitions with premultiplied state ids:
+    /// `trans[s * stride + class] = next * stride` (the dead state stays 0).
+    trans: &'a [u32],
+    classes: &'a [u8; 256],
+    stride: u32,
     words: usize,
+    /// Whether walks collect the states whole tokens lead to.
+    successors: bool,
     stack: Vec<u32>,
     allowed: Vec<u32>,
     seen: Vec<u32>,
     epoch: u32,
 }
 
+/// The DFA's transition table with premultiplied state ids (see
+/// [`Walker::trans`]).
+fn premultiplied(dfa: &ByteDfa) -> Vec<u32> {
+    let stride = dfa.num_classes() as u32;
+    (0..dfa.num_states() as u32)
+        .flat_map(|s| dfa.row(s).iter().map(move |&t| t * stride))
+        .collect()
+}
+
 impl<'a> Walker<'a> {
-    fn new(dfa: &'a ByteDfa, trie: &'a TokenTrie, words: usize) -> Self {
+    fn new(
+        dfa: &'a ByteDfa,
+        trans: &'a [u32],
+        trie: &'a TokenTrie,
+        words: usize,
+        successors: bool,
+    ) -> Self {
         Walker {
-            dfa,
             trie,
+            trans,
+            classes: dfa.classes(),
+            stride: dfa.num_classes() as u32,
             words,
+            successors,
             stack: vec![DEAD; trie.max_depth + 1],
             allowed: Vec::new(),
-            seen: vec![0; dfa.num_states()],
+            seen: if successors {
+                vec![0; dfa.num_states()]
+            } else {
+                Vec::new()
+            },
             epoch: 0,
         }
     }
@@ -109,16 +137,18 @@ impl<'a> Walker<'a> {
         let nodes = &self.trie.nodes[..];
         let token_start = &self.trie.token_start[..];
         let tokens = &self.trie.tokens[..];
-        let dfa = self.dfa;
+        let trans = self.trans;
+        let classes = self.classes;
+        let stride = self.stride;
         let stack = &mut self.stack[..];
-        stack[0] = state;
+        stack[0] = state * stride;
         let mut visited = 0u64;
         let mut i = 1;
         while i < nodes.len() {
             let node = nodes[i];
             visited += 1;
             let depth = node.depth as usize;
-            let s = dfa.next(stack[depth - 1], node.byte);
+            let s = trans[(stack[depth - 1] + classes[node.byte as usize] as u32) as usize];
             if s == DEAD {
                 i = node.next as usize;
                 continue;
@@ -127,9 +157,12 @@ impl<'a> Walker<'a> {
             let (lo, hi) = (token_start[i] as usize, token_start[i + 1] as usize);
             if lo != hi {
                 self.allowed.extend_from_slice(&tokens[lo..hi]);
-                if self.seen[s as usize] != self.epoch {
-                    self.seen[s as usize] = self.epoch;
-                    successors.push(s);
+                if self.successors {
+                    let s = s / stride;
+                    if self.seen[s as usize] != self.epoch {
+                        self.seen[s as usize] = self.epoch;
+                        successors.push(s);
+                    }
                 }
             }
             i += 1;
@@ -155,6 +188,197 @@ impl<'a> Walker<'a> {
             visited,
         }
     }
+}
+
+/// Whether every byte the DFA can take anywhere is also a single-byte
+/// grammar token. Then every byte string is a token sequence, so the states
+/// whole tokens reach from the start are the states bytes reach (all of
+/// them), and no live state is stuck: the build needs no successor sets.
+fn bytes_are_tokens(dfa: &ByteDfa, trie: &TokenTrie) -> bool {
+    let mut single = [false; 256];
+    let nodes = &trie.nodes;
+    let mut i = 1;
+    while i < nodes.len() {
+        if trie.token_start[i] != trie.token_start[i + 1] {
+            single[nodes[i].byte as usize] = true;
+        }
+        i = nodes[i].next as usize;
+    }
+    let mut live_class = vec![false; dfa.num_classes()];
+    for s in 1..dfa.num_states() as u32 {
+        for (c, &t) in dfa.row(s).iter().enumerate() {
+            live_class[c] |= t != DEAD;
+        }
+    }
+    (0..=255u8).all(|b| single[b as usize] || !live_class[dfa.class_of(b)])
+}
+
+/// Blocks of states whose rows are certainly identical: states that no
+/// string of at most `depth` bytes tells apart by whether it leads to the
+/// dead state. A token of at most `depth` bytes is in the row of `p` exactly
+/// when it does not lead `p` to the dead state, so with `depth` the longest
+/// token, states of one block have one row. This catches what minimization
+/// cannot merge: e.g. the counter states of `[^"]{0,1000}"` that are more
+/// than `depth` bytes from their bound.
+///
+/// Moore refinement of {dead, live}, at most `depth` rounds; a round
+/// recomputes only the states with a successor that moved in the previous
+/// one. Returns the block of each state (block 0 = the dead state) and the
+/// number of blocks.
+fn row_blocks(dfa: &ByteDfa, depth: usize) -> (Vec<u32>, usize) {
+    let n = dfa.num_states();
+    let k = dfa.num_classes();
+    let mut block = vec![1u32; n];
+    block[DEAD as usize] = 0;
+    if n <= 2 {
+        return (block, n);
+    }
+    // Predecessors over live edges, CSR.
+    let mut off = vec![0u32; n + 1];
+    for s in 1..n as u32 {
+        for &t in dfa.row(s) {
+            if t != DEAD {
+                off[t as usize + 1] += 1;
+            }
+        }
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut preds = vec![0u32; off[n] as usize];
+    for s in 1..n as u32 {
+        for &t in dfa.row(s) {
+            if t != DEAD {
+                preds[fill[t as usize] as usize] = s;
+                fill[t as usize] += 1;
+            }
+        }
+    }
+    drop(fill);
+    // Refinable partition: block b owns elems[first[b]..end[b]].
+    let mut elems: Vec<u32> = (0..n as u32).collect();
+    let mut loc: Vec<usize> = (0..n).collect();
+    let mut first = vec![0usize, 1];
+    let mut end = vec![1usize, n];
+    let mut marked = vec![0usize; 2];
+    let mut dirty: Vec<u32> = (1..n as u32).collect();
+    let mut is_dirty = vec![false; n];
+    let mut touched: Vec<u32> = Vec::new();
+    // Per touched block: its dirty members grouped by signature, the
+    // staying group last, and the lengths of the moving groups.
+    let mut plans: Vec<(u32, Vec<u32>, Vec<usize>)> = Vec::new();
+    let mut sig: Vec<u32> = Vec::new();
+    let mut stay: Vec<u32> = vec![0; k];
+    let mut moved: Vec<u32> = Vec::new();
+    for _round in 0..depth {
+        if dirty.is_empty() {
+            break;
+        }
+        // Move the dirty states to the front of their blocks.
+        for &q in &dirty {
+            let b = block[q as usize] as usize;
+            let pos = loc[q as usize];
+            let front = first[b] + marked[b];
+            if marked[b] == 0 {
+                touched.push(b as u32);
+            }
+            let other = elems[front];
+            elems.swap(pos, front);
+            loc[other as usize] = pos;
+            loc[q as usize] = front;
+            marked[b] += 1;
+        }
+        // Plan every split from the block ids of the previous round.
+        for &b in &touched {
+            let b = b as usize;
+            let m = std::mem::take(&mut marked[b]);
+            let members = &elems[first[b]..first[b] + m];
+            sig.clear();
+            for &q in members {
+                sig.extend(dfa.row(q).iter().map(|&t| block[t as usize]));
+            }
+            let sig_of = |i: usize| &sig[i * k..(i + 1) * k];
+            let mut order: Vec<usize> = (0..m).collect();
+            order.sort_unstable_by(|&x, &y| sig_of(x).cmp(sig_of(y)));
+            // Groups of equal signatures, as ranges of `order`.
+            let mut groups: Vec<(usize, usize)> = Vec::new();
+            let mut lo = 0;
+            for i in 1..=m {
+                if i == m || sig_of(order[i]) != sig_of(order[lo]) {
+                    groups.push((lo, i));
+                    lo = i;
+                }
+            }
+            // The group that keeps the block: the one that agrees with the
+            // members that are not dirty (their signature is unchanged), or
+            // the largest when all are dirty.
+            let staying = if m < end[b] - first[b] {
+                let rest = elems[first[b] + m];
+                for (c, &t) in dfa.row(rest).iter().enumerate() {
+                    stay[c] = block[t as usize];
+                }
+                groups
+                    .iter()
+                    .position(|&(lo, _)| sig_of(order[lo]) == &stay[..])
+            } else {
+                (0..groups.len()).max_by_key(|&g| groups[g].1 - groups[g].0)
+            };
+            if groups.len() == 1 && staying == Some(0) {
+                continue;
+            }
+            let mut arranged = Vec::with_capacity(m);
+            let mut cuts = Vec::new();
+            for (g, &(lo, hi)) in groups.iter().enumerate() {
+                if Some(g) != staying {
+                    arranged.extend(order[lo..hi].iter().map(|&i| members[i]));
+                    cuts.push(hi - lo);
+                }
+            }
+            if let Some(g) = staying {
+                let (lo, hi) = groups[g];
+                arranged.extend(order[lo..hi].iter().map(|&i| members[i]));
+            }
+            plans.push((b as u32, arranged, cuts));
+        }
+        touched.clear();
+        // Apply the splits.
+        moved.clear();
+        for (b, arranged, cuts) in plans.drain(..) {
+            let b = b as usize;
+            let base = first[b];
+            for (i, &q) in arranged.iter().enumerate() {
+                elems[base + i] = q;
+                loc[q as usize] = base + i;
+            }
+            let mut pos = base;
+            for len in cuts {
+                let nb = first.len() as u32;
+                first.push(pos);
+                end.push(pos + len);
+                marked.push(0);
+                for &q in &elems[pos..pos + len] {
+                    block[q as usize] = nb;
+                    moved.push(q);
+                }
+                pos += len;
+            }
+            first[b] = pos;
+        }
+        dirty.clear();
+        for &q in &moved {
+            for &p in &preds[off[q as usize] as usize..off[q as usize + 1] as usize] {
+                if !is_dirty[p as usize] {
+                    is_dirty[p as usize] = true;
+                    dirty.push(p);
+                }
+            }
+        }
+        for &p in &dirty {
+            is_dirty[p as usize] = false;
+        }
+    }
+    (block, first.len())
 }
 
 /// A fast non-cryptographic hash (FxHash-style) of a row.
@@ -205,6 +429,19 @@ impl TokenIndex {
         max_bytes: usize,
         parallel: bool,
     ) -> Result<TokenIndex, GrammarError> {
+        Self::build_with(dfa, trie, words, max_bytes, parallel, true)
+    }
+
+    /// [`build`](Self::build); `share_rows: false` walks every state (the
+    /// reference the shared walks are tested against).
+    fn build_with(
+        dfa: &ByteDfa,
+        trie: &TokenTrie,
+        words: usize,
+        max_bytes: usize,
+        parallel: bool,
+        share_rows: bool,
+    ) -> Result<TokenIndex, GrammarError> {
         let n = dfa.num_states();
         let mut store = RowStore {
             rows: vec![Row::Sparse(Box::new([]))],
@@ -215,16 +452,103 @@ impl TokenIndex {
         let empty_hash = hash_words(&[], 2);
         store.by_hash.insert(empty_hash, vec![0]);
         let mut state_row = vec![0u32; n];
-        let mut successors: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut visited = 0u64;
-        let mut record = |s: u32,
-                          w: Walked,
-                          store: &mut RowStore,
-                          successors: &mut Vec<Vec<u32>>|
-         -> Result<(), GrammarError> {
+        let trans = premultiplied(dfa);
+        let (token_reachable_states, stuck_states) = if share_rows && bytes_are_tokens(dfa, trie) {
+            // Every live state is token-reachable and none is stuck, so
+            // only rows are needed, one walk per block of states that
+            // certainly share their row.
+            let (block, blocks) = row_blocks(dfa, trie.max_depth);
+            let mut reps: Vec<u32> = vec![DEAD; blocks];
+            for s in (1..n as u32).rev() {
+                reps[block[s as usize] as usize] = s;
+            }
+            let reps: Vec<u32> = reps.into_iter().filter(|&s| s != DEAD).collect();
+            let mut block_row = vec![0u32; blocks];
+            let mut record = |s: u32, w: Walked, store: &mut RowStore| {
+                block_row[block[s as usize] as usize] = store.insert(w.row, w.hash)?;
+                visited += w.visited;
+                Ok::<(), GrammarError>(())
+            };
+            if parallel && reps.len() > 1 {
+                for batch in reps.chunks(PARALLEL_BATCH) {
+                    let walked: Vec<Walked> = batch
+                        .par_iter()
+                        .map_init(
+                            || Walker::new(dfa, &trans, trie, words, false),
+                            |w, &s| w.walk(s),
+                        )
+                        .collect();
+                    for (&s, w) in batch.iter().zip(walked) {
+                        record(s, w, &mut store)?;
+                    }
+                }
+            } else {
+                let mut walker = Walker::new(dfa, &trans, trie, words, false);
+                for &s in &reps {
+                    let w = walker.walk(s);
+                    record(s, w, &mut store)?;
+                }
+            }
+            for s in 1..n {
+                state_row[s] = block_row[block[s] as usize];
+            }
+            (n - 1, 0)
+        } else {
+            Self::walk_every_state(
+                dfa,
+                &trans,
+                trie,
+                words,
+                parallel,
+                &mut store,
+                &mut state_row,
+                &mut visited,
+            )?
+        };
+        let (dense_rows, sparse_rows) = store.rows.iter().fold((0, 0), |(d, s), r| match r {
+            Row::Dense(_) => (d + 1, s),
+            Row::Sparse(_) => (d, s + 1),
+        });
+        let stats = IndexStats {
+            states: n,
+            unique_rows: store.rows.len(),
+            dense_rows,
+            sparse_rows,
+            bytes: store.bytes,
+            nodes_visited: visited,
+            token_reachable_states,
+            stuck_states,
+        };
+        Ok(TokenIndex {
+            rows: store.rows,
+            state_row,
+            words,
+            stats,
+        })
+    }
+
+    /// One walk per state, collecting the states whole tokens lead to:
+    /// needed when some byte the DFA takes is no single-byte token, to find
+    /// the states tokens reach and those no token continues. Returns the
+    /// number of each.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_every_state(
+        dfa: &ByteDfa,
+        trans: &[u32],
+        trie: &TokenTrie,
+        words: usize,
+        parallel: bool,
+        store: &mut RowStore,
+        state_row: &mut [u32],
+        visited: &mut u64,
+    ) -> Result<(usize, usize), GrammarError> {
+        let n = dfa.num_states();
+        let mut successors: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut record = |s: u32, w: Walked, store: &mut RowStore| -> Result<(), GrammarError> {
             state_row[s as usize] = store.insert(w.row, w.hash)?;
             successors[s as usize] = w.successors;
-            visited += w.visited;
+            *visited += w.visited;
             Ok(())
         };
         if parallel && n > 2 {
@@ -232,17 +556,20 @@ impl TokenIndex {
             for batch in states.chunks(PARALLEL_BATCH) {
                 let walked: Vec<Walked> = batch
                     .par_iter()
-                    .map_init(|| Walker::new(dfa, trie, words), |w, &s| w.walk(s))
+                    .map_init(
+                        || Walker::new(dfa, trans, trie, words, true),
+                        |w, &s| w.walk(s),
+                    )
                     .collect();
                 for (&s, w) in batch.iter().zip(walked) {
-                    record(s, w, &mut store, &mut successors)?;
+                    record(s, w, store)?;
                 }
             }
         } else {
-            let mut walker = Walker::new(dfa, trie, words);
+            let mut walker = Walker::new(dfa, trans, trie, words, true);
             for s in 1..n as u32 {
                 let w = walker.walk(s);
-                record(s, w, &mut store, &mut successors)?;
+                record(s, w, store)?;
             }
         }
 
@@ -286,26 +613,7 @@ impl TokenIndex {
                 ),
             });
         }
-        let (dense_rows, sparse_rows) = store.rows.iter().fold((0, 0), |(d, s), r| match r {
-            Row::Dense(_) => (d + 1, s),
-            Row::Sparse(_) => (d, s + 1),
-        });
-        let stats = IndexStats {
-            states: n,
-            unique_rows: store.rows.len(),
-            dense_rows,
-            sparse_rows,
-            bytes: store.bytes,
-            nodes_visited: visited,
-            token_reachable_states: reachable.iter().filter(|r| **r).count(),
-            stuck_states: stuck.len(),
-        };
-        Ok(TokenIndex {
-            rows: store.rows,
-            state_row,
-            words,
-            stats,
-        })
+        Ok((reachable.iter().filter(|r| **r).count(), stuck.len()))
     }
 
     /// Writes the row of `state` (no stop tokens) into `out`, overwriting
@@ -368,4 +676,142 @@ fn show_bytes(bytes: &[u8]) -> String {
         String::new()
     };
     format!("[{}{more}]", shown.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dfa::DfaLimits;
+    use tokensieve_core::Vocabulary;
+    use tokensieve_core::vocab::fixtures;
+
+    fn dfa(pattern: &str) -> ByteDfa {
+        ByteDfa::build(
+            pattern,
+            &DfaLimits {
+                nfa_size_limit: 10 << 20,
+                dfa_size_limit: 32 << 20,
+                max_dfa_states: 50_000,
+                minimize: true,
+            },
+        )
+        .unwrap()
+    }
+
+    const PATTERNS: &[&str] = &[
+        r#"\{"name":"[^"\\]{0,40}","age":-?(0|[1-9][0-9]{0,5})\}"#,
+        r#""([^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){2,300}""#,
+        r"[a-z]{3,70}( [a-z]{0,9}){0,4}",
+        r"(ab|abc|abcd){1,12}x?",
+        r"[ \t\n]{0,20}(true|false|null|[0-9]{1,30})[ \t\n]{0,20}",
+        r"é{2,40}|ü+",
+        r"(?s).{0,150}",
+    ];
+
+    /// Every state's row, and the reachability counters, of the shared
+    /// build are those of one walk per state.
+    fn check_shared_rows(vocab: &Vocabulary, patterns: &[&str]) {
+        let trie = TokenTrie::new(vocab);
+        let words = vocab.mask_words();
+        for &p in patterns {
+            let dfa = dfa(p);
+            let every = TokenIndex::build_with(&dfa, &trie, words, usize::MAX, false, false);
+            let shared = TokenIndex::build_with(&dfa, &trie, words, usize::MAX, false, true);
+            let (every, shared) = match (every, shared) {
+                (Ok(e), Ok(s)) => (e, s),
+                (Err(e), Err(s)) => {
+                    assert_eq!(e.to_string(), s.to_string(), "{p}");
+                    continue;
+                }
+                (e, s) => panic!("{p}: {e:?} vs {s:?}"),
+            };
+            let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
+            for s in 0..dfa.num_states() as u32 {
+                every.fill(s, &mut a);
+                shared.fill(s, &mut b);
+                assert!(a == b, "{p}: row of state {s} differs");
+            }
+            let (e, s) = (every.stats(), shared.stats());
+            assert_eq!(e.unique_rows, s.unique_rows, "{p}");
+            assert_eq!(e.bytes, s.bytes, "{p}");
+            assert_eq!(e.stuck_states, s.stuck_states, "{p}");
+            assert_eq!(e.token_reachable_states, s.token_reachable_states, "{p}");
+            assert!(s.nodes_visited <= e.nodes_visited, "{p}");
+        }
+    }
+
+    #[test]
+    fn shared_rows_match_per_state_walks() {
+        // json_tiny lacks single-byte tokens: the per-state path.
+        check_shared_rows(&fixtures::json_tiny(), PATTERNS);
+        // Every byte a token, plus longer ones: the shared path, with
+        // tokens longer than some counters' bounds.
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for t in [
+            "ab",
+            "abc",
+            "abcd",
+            "abcdabcd",
+            "aaaa",
+            "aaaaaaaaaaaa",
+            "  ",
+            "    ",
+            "\t\n",
+            "12",
+            "1234567890",
+            "true",
+            "false",
+            "null",
+            "\"na",
+            "\":",
+            "é",
+            "éé",
+            "ü",
+            "\\u00",
+            "xyz xyz",
+            " the",
+            "0123456789012345678901234567890123456789",
+        ] {
+            tokens.push(t.as_bytes().to_vec());
+        }
+        let v = Vocabulary::from_byte_tokens(tokens);
+        check_shared_rows(&v, PATTERNS);
+    }
+
+    #[test]
+    fn shared_rows_match_per_state_walks_on_llama3() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/tokenizers/llama3/tokenizer.json");
+        if !path.is_file() {
+            eprintln!("skipped: {} not found", path.display());
+            return;
+        }
+        let vocab = tokensieve_core::hf::HfTokenizer::from_file(&path)
+            .unwrap()
+            .into_vocabulary();
+        check_shared_rows(&vocab, PATTERNS);
+        // Real MaskBench regexes, when the data is there.
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/maskbench-dev");
+        let mut regexes = Vec::new();
+        for name in [
+            "Github_easy---o9883.json",
+            "Github_medium---o82676.json",
+            "Github_medium---o67465.json",
+            "BFCL_sql_92.json",
+            "Kubernetes---kb_1085_Normalized.json",
+        ] {
+            let Ok(file) = tokensieve_core::maskbench::MaskBenchFile::load(&dir.join(name)) else {
+                continue;
+            };
+            let options = tokensieve_core::SpecOptions::default();
+            if let Ok(r) =
+                crate::json_schema::schema_to_regex(&file.schema.to_string(), &options, 20)
+            {
+                regexes.push(r);
+            }
+        }
+        let regexes: Vec<&str> = regexes.iter().map(String::as_str).collect();
+        check_shared_rows(&vocab, &regexes);
+    }
 }

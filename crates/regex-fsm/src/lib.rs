@@ -30,8 +30,10 @@
 //!    the knob.
 //! 3. [`TokenTrie`]: the vocabulary's grammar tokens as a preorder trie,
 //!    built once per vocabulary and shared.
-//! 4. [`TokenIndex`]: every state walks the trie depth-first, pruning at dead
-//!    bytes; identical rows are stored once, small ones as sorted ids.
+//! 4. [`TokenIndex`]: a state walks the trie depth-first, pruning at dead
+//!    bytes; states that no string as long as the longest token tells apart
+//!    (by reaching the dead state or not) share one walk; identical rows are
+//!    stored once, small ones as sorted ids.
 //! 5. [`RegexGrammar`] (the [`CompiledGrammar`](tokensieve_core::CompiledGrammar))
 //!    hands out [`RegexMatcher`]s: a DFA state, a terminated flag and a
 //!    bounded rollback history.
