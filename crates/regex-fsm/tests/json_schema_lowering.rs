@@ -12,6 +12,9 @@
 //! cargo test -p tokensieve-regex-fsm --release --test json_schema_lowering -- --nocapture
 //! TOKENSIEVE_FULL_MASKBENCH=1 cargo test -p tokensieve-regex-fsm --release --test json_schema_lowering -- --nocapture
 //! ```
+//!
+//! `TOKENSIEVE_SHOW_REJECTIONS=1` lists the rejected valid instances per
+//! file, `TOKENSIEVE_SHOW_ERRORS=1` the lowering error of each file.
 
 use regex_automata::meta::Regex;
 use std::collections::BTreeMap;
@@ -39,6 +42,8 @@ struct Report {
     errors: BTreeMap<String, (usize, String)>,
     /// Per-file soft failures (valid instances rejected).
     rejections: Vec<String>,
+    /// Per-file lowering errors, as reported.
+    file_errors: Vec<String>,
     /// (seconds, file, regex length) per file.
     timings: Vec<(f64, String, usize)>,
 }
@@ -57,6 +62,7 @@ impl Report {
             entry.0 += n;
         }
         self.rejections.extend(other.rejections);
+        self.file_errors.extend(other.file_errors);
         self.timings.extend(other.timings);
     }
 
@@ -94,6 +100,13 @@ impl Report {
         if std::env::var_os("TOKENSIEVE_SHOW_REJECTIONS").is_some() {
             for r in &self.rejections {
                 println!("  rejected: {r}");
+            }
+        }
+        if std::env::var_os("TOKENSIEVE_SHOW_ERRORS").is_some() {
+            let mut errors = self.file_errors.clone();
+            errors.sort();
+            for e in &errors {
+                println!("  error: {e}");
             }
         }
     }
@@ -153,6 +166,7 @@ fn check_file(path: &Path) -> Report {
             report
                 .errors
                 .insert(normalise(&e.to_string()), (1, file.id.clone()));
+            report.file_errors.push(format!("{}: {e}", file.id));
             return report;
         }
     };

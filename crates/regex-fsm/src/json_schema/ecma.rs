@@ -219,6 +219,36 @@ impl SearchPattern {
         Ok(rx::alt(alternatives))
     }
 
+    /// A literal that every matching string starts with: the common start
+    /// of the alternatives' leading literal characters when every
+    /// alternative is anchored at `^` (empty otherwise).
+    pub fn literal_prefix(&self) -> String {
+        let mut common: Option<Vec<char>> = None;
+        for branch in &self.branches {
+            if !branch.start {
+                return String::new();
+            }
+            let own: Vec<char> = branch
+                .items
+                .iter()
+                .map_while(|n| match n {
+                    Node::Char(c) => Some(*c),
+                    _ => None,
+                })
+                .collect();
+            common = Some(match common {
+                None => own,
+                Some(old) => old
+                    .into_iter()
+                    .zip(own)
+                    .take_while(|(a, b)| a == b)
+                    .map(|(a, _)| a)
+                    .collect(),
+            });
+        }
+        common.unwrap_or_default().into_iter().collect()
+    }
+
     /// Whether `name` contains a match (used for `patternProperties`).
     pub fn search_regex(&self) -> String {
         let alternatives = self.branches.iter().map(|b| {

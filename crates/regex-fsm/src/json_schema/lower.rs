@@ -142,6 +142,9 @@ pub(crate) struct Merged<'a> {
     pub property_names: Vec<Node<'a>>,
     pub dependencies: Vec<(String, Dependency<'a>, String)>,
     pub no_extras: bool,
+    /// Members that must be present with a value that is *not* valid under
+    /// the schema (from negating `properties`).
+    pub member_nots: Vec<(String, Node<'a>)>,
     // arrays
     pub arr_parts: Vec<ArrPart<'a>>,
     pub min_items: u64,
@@ -155,7 +158,7 @@ pub(crate) struct Merged<'a> {
 }
 
 impl<'a> Merged<'a> {
-    fn new(base: usize) -> Self {
+    pub(crate) fn new(base: usize) -> Self {
         Merged {
             base,
             types: ALL_TYPES,
@@ -177,6 +180,7 @@ impl<'a> Merged<'a> {
             property_names: Vec::new(),
             dependencies: Vec::new(),
             no_extras: false,
+            member_nots: Vec::new(),
             arr_parts: Vec::new(),
             min_items: 0,
             max_items: None,
@@ -202,6 +206,9 @@ pub(crate) struct Lowerer<'a> {
     pub name_regexes: HashMap<String, regex_automata::meta::Regex>,
     /// How many times a recursive `$ref` was cut off at `max_depth`.
     pub pruned: u64,
+    /// How many keywords' negations were dropped or approximated from below
+    /// (see [`Lowerer::negate`]).
+    pub negations_dropped: u64,
 }
 
 pub(crate) fn lower_document(
@@ -277,6 +284,7 @@ impl<'a> Lowerer<'a> {
             any_cache: HashMap::new(),
             name_regexes: HashMap::new(),
             pruned: 0,
+            negations_dropped: 0,
         })
     }
 
@@ -871,15 +879,44 @@ impl<'a> Lowerer<'a> {
             shapes.push(shape);
         }
         if disjunction.one_of {
+            // A branch that may overlap others is restricted to the values
+            // none of those others accepts: `B_i ∧ ¬B_j ∧ ...`. The
+            // negation must be exact (no case dropped), else the restricted
+            // branch would be needlessly small and the `oneOf` is an error.
             for i in 0..shapes.len() {
-                for j in i + 1..shapes.len() {
-                    if let (Some(a), Some(b)) = (&shapes[i], &shapes[j])
-                        && !a.disjoint(b)
-                    {
+                let overlapping: Vec<usize> = (0..shapes.len())
+                    .filter(|&j| {
+                        j != i
+                            && matches!((&shapes[i], &shapes[j]),
+                                (Some(a), Some(b)) if !a.disjoint(b))
+                    })
+                    .collect();
+                if overlapping.is_empty() || alternatives[i].is_never() {
+                    continue;
+                }
+                let dropped_before = self.negations_dropped;
+                let saved = self.ref_stack.len();
+                let mut mb = m.clone();
+                let result = match self.expand(&mut mb, disjunction.branches[i].clone()) {
+                    Ok(true) => {
+                        mb.nots
+                            .extend(overlapping.iter().map(|&j| disjunction.branches[j].clone()));
+                        self.lower_merged(mb, level)
+                    }
+                    Ok(false) => Ok(Lang::Never),
+                    Err(e) => Err(e),
+                };
+                self.ref_stack.truncate(saved);
+                match result {
+                    Ok(lang) if self.negations_dropped == dropped_before => {
+                        alternatives[i] = lang;
+                    }
+                    _ => {
+                        let (a, b) = (i.min(overlapping[0]), i.max(overlapping[0]));
                         return Err(GrammarError::unsupported_at(
                             &disjunction.ptr,
                             format!(
-                                "`oneOf` whose branches {i} and {j} may overlap (an alternation would accept values valid under both)"
+                                "`oneOf` whose branches {a} and {b} may overlap (an alternation would accept values valid under both)"
                             ),
                         ));
                     }
@@ -926,6 +963,18 @@ impl<'a> Lowerer<'a> {
                 .collect();
             shape.types = values.iter().fold(0, |t, v| t | kind_of(v));
             shape.values = Some(values);
+        }
+        if shape.types & STRING != 0 {
+            // Patterns anchored at the start with a literal: the longest
+            // such literal (every string starts with each of them).
+            for (pattern, _) in &m.patterns {
+                if let Ok(sp) = super::ecma::SearchPattern::parse(pattern) {
+                    let prefix = sp.literal_prefix();
+                    if prefix.len() > shape.prefix.len() {
+                        shape.prefix = prefix;
+                    }
+                }
+            }
         }
         if shape.types & OBJECT != 0 && depth < 3 {
             for name in &m.required {
@@ -1063,13 +1112,25 @@ impl<'a> Lowerer<'a> {
         let mut cases = Vec::new();
         let mut dropped = false;
         for (key, v) in obj {
+            if key == "format"
+                && v.as_str()
+                    .is_some_and(|f| super::format::format_regex(f).is_some())
+            {
+                // An enforced format has no case here: the union is smaller
+                // than the negation under the assertion reading.
+                self.negations_dropped += 1;
+                continue;
+            }
             if !is_known_assertion(key) || ANNOTATIONS.contains(&key.as_str()) {
                 continue;
             }
             let ptr = node.at(key);
             match self.negate_keyword(m.clone(), node, obj, key, v, &ptr, depth)? {
                 Some(found) => cases.extend(found),
-                None => dropped = true,
+                None => {
+                    dropped = true;
+                    self.negations_dropped += 1;
+                }
             }
         }
         if dropped && cases.is_empty() {
@@ -1129,6 +1190,29 @@ impl<'a> Lowerer<'a> {
                     let mut case = m.clone();
                     case.types &= OBJECT;
                     case.forbidden.push(name.clone());
+                    cases.push(case);
+                }
+                cases
+            }
+            "properties" => {
+                // Some declared member is present with a value its schema
+                // rejects (one case per member).
+                let Value::Object(props) = v else {
+                    return Ok(None);
+                };
+                let pnode = child(v, "properties");
+                let mut cases = Vec::new();
+                for (name, schema) in props {
+                    if is_trivially_true(schema) || m.forbidden.contains(name) {
+                        continue;
+                    }
+                    let mut case = m.clone();
+                    case.types &= OBJECT;
+                    if !case.required.contains(name) {
+                        case.required.push(name.clone());
+                    }
+                    case.member_nots
+                        .push((name.clone(), pnode.child(schema, name)));
                     cases.push(case);
                 }
                 cases
@@ -1368,6 +1452,8 @@ pub(crate) struct Shape<'a> {
     props: Vec<(String, Shape<'a>)>,
     /// The only member names objects may have.
     closed: Option<Vec<String>>,
+    /// What every string (decoded) starts with.
+    prefix: String,
 }
 
 impl<'a> Shape<'a> {
@@ -1377,6 +1463,7 @@ impl<'a> Shape<'a> {
             values: None,
             props: Vec::new(),
             closed: None,
+            prefix: String::new(),
         }
     }
 
@@ -1387,6 +1474,11 @@ impl<'a> Shape<'a> {
         }
         if let Some(values) = &self.values
             && !values.iter().any(|x| super::layout::json_eq(x, v))
+        {
+            return false;
+        }
+        if let Value::String(s) = v
+            && !s.starts_with(&self.prefix)
         {
             return false;
         }
@@ -1417,6 +1509,12 @@ impl<'a> Shape<'a> {
         }
         if let Some(values) = &other.values {
             return values.iter().all(|v| !self.admits(v));
+        }
+        if common == STRING
+            && !self.prefix.starts_with(&other.prefix)
+            && !other.prefix.starts_with(&self.prefix)
+        {
+            return true;
         }
         if common == OBJECT {
             for (name, a) in &self.props {

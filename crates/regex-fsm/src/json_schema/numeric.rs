@@ -3,7 +3,7 @@
 //!
 //! Bounds are exact decimal integers (digit strings), so a range like
 //! `minimum: -3, maximum: 1e20` is generated digit by digit with no
-//! overflow. Non-integer bounds on `number` are not lowered (see
+//! overflow. Non-integer bounds on `number` are not lowered here (see
 //! [`number_with_bounds`]).
 
 use super::rx::{self, Lang};

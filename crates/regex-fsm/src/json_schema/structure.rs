@@ -257,8 +257,60 @@ impl<'a> Lowerer<'a> {
             }
             Ok(best)
         };
-        let lower = pick(&m.lower, true)?;
+        // One inclusive positive non-integer lower bound `I.F`: values of
+        // at least `I+1` (an integer bound), or integer part `I` with a
+        // fraction at least `.F` (compared digit by digit, exactly; a
+        // validator parsing doubles rounds monotonically).
+        let mut fraction_piece = None;
+        let mut lower_bounds = &m.lower[..];
+        if let [b] = &m.lower[..]
+            && !b.exclusive
+            && let BoundValue::Fraction(f) = bound_value(b)?
+            && f > 0.0
+            && let Some((int_part, frac)) = b
+                .value
+                .to_string()
+                .split_once('.')
+                .map(|(i, f)| (i.to_string(), f.trim_end_matches('0').to_string()))
+            && int_part.bytes().all(|c| c.is_ascii_digit())
+            && !frac.is_empty()
+            && frac.bytes().all(|c| c.is_ascii_digit())
+        {
+            fraction_piece = Some((int_part, frac, b.ptr.clone()));
+            lower_bounds = &[];
+        }
+        let mut lower = pick(lower_bounds, true)?;
         let upper = pick(&m.upper, false)?;
+        if let Some((int_part, frac, ptr)) = fraction_piece {
+            let int = Int::parse(&int_part).expect("digits");
+            let next = int.succ();
+            // The piece `I.F..` lies below I+1: it needs an upper bound of
+            // at least I+1 (or none).
+            if upper.as_ref().is_some_and(|(u, _)| *u < next) {
+                return Err(GrammarError::unsupported_at(
+                    &ptr,
+                    "a non-integer bound on a `number` with a close upper bound",
+                ));
+            }
+            lower = Some((next, false));
+            let digits = exclusive_seen.then_some(EXCLUSIVE_FRACTION_DIGITS);
+            if digits.is_some() {
+                return Err(GrammarError::unsupported_at(
+                    &ptr,
+                    "a non-integer bound on a `number` with an exclusive bound",
+                ));
+            }
+            let above = numeric::number_with_bounds(
+                lower.as_ref().map(|(v, e)| (v, *e)),
+                upper.as_ref().map(|(v, e)| (v, *e)),
+                None,
+            );
+            let piece = rx::seq([
+                Lang::lit(&format!("{}.", int.mag.digits())),
+                fraction_at_least(&frac),
+            ]);
+            return Ok(rx::alt([above, piece]));
+        }
         let digits = exclusive_seen.then_some(EXCLUSIVE_FRACTION_DIGITS);
         Ok(numeric::number_with_bounds(
             lower.as_ref().map(|(v, e)| (v, *e)),
@@ -366,6 +418,50 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// A value under the conjunction `nodes` and valid under none of `nots`.
+    fn lower_value_excluding(
+        &mut self,
+        nodes: Vec<Node<'a>>,
+        nots: Vec<Node<'a>>,
+        level: u32,
+    ) -> Result<Lang, GrammarError> {
+        if nots.is_empty() {
+            return self.lower_value(nodes, level);
+        }
+        let ptr = nots[0].ptr.clone();
+        // Negations can unfold a recursive schema without end: count them
+        // as schema nesting.
+        self.depth += 1;
+        if self.depth > self.limits.max_schema_depth {
+            self.depth -= 1;
+            return Err(GrammarError::LimitExceeded {
+                what: format!("sub-schema nesting at {ptr}"),
+                limit: self.limits.max_schema_depth as usize,
+                knob: "LoweringLimits::max_schema_depth".into(),
+            });
+        }
+        let saved = self.ref_stack.len();
+        let mut merged = Merged::new(saved);
+        let mut result = Ok(true);
+        for node in nodes {
+            result = self.expand(&mut merged, node);
+            if !matches!(result, Ok(true)) {
+                break;
+            }
+        }
+        merged.nots.extend(nots);
+        let result = match result {
+            Ok(true) => self.lower_merged(merged, level),
+            Ok(false) => Ok(Lang::Never),
+            Err(e) => Err(e),
+        };
+        self.ref_stack.truncate(saved);
+        self.depth -= 1;
+        let lang = result?;
+        self.check(&lang, &ptr)?;
+        Ok(lang)
+    }
+
     pub(crate) fn lower_object_with_dependencies(
         &mut self,
         mut m: Merged<'a>,
@@ -457,7 +553,13 @@ impl<'a> Lowerer<'a> {
             let allowed = !m.forbidden.contains(name) && self.name_allowed(m, name)?;
             let value = if allowed {
                 let nodes = member_nodes(self, m, name)?;
-                self.lower_value(nodes, level + 1)?
+                let nots: Vec<Node<'a>> = m
+                    .member_nots
+                    .iter()
+                    .filter(|(n, _)| n == name)
+                    .map(|(_, node)| node.clone())
+                    .collect();
+                self.lower_value_excluding(nodes, nots, level + 1)?
             } else {
                 Lang::Never
             };
@@ -721,6 +823,25 @@ fn key_complement(names: &[String]) -> Lang {
             let mut p = path.clone();
             p.push(*c);
             stack.push((p, child));
+        }
+    }
+    rx::alt(alternatives)
+}
+
+/// Fraction digit strings `D` with `0.D >= 0.F` (`F` non-empty, no
+/// trailing zero): `D` agrees with `F` up to a larger digit, or starts
+/// with all of `F`.
+fn fraction_at_least(f: &str) -> Lang {
+    let digits: Vec<u8> = f.bytes().map(|b| b - b'0').collect();
+    let any = Lang::atom("[0-9]", 1);
+    let mut alternatives = vec![rx::seq([Lang::lit(f), rx::repeat(any.clone(), 0, None)])];
+    for (i, d) in digits.iter().enumerate() {
+        if *d < 9 {
+            alternatives.push(rx::seq([
+                Lang::lit(&f[..i]),
+                Lang::atom(format!("[{}-9]", d + 1), 1),
+                rx::repeat(any.clone(), 0, None),
+            ]));
         }
     }
     rx::alt(alternatives)

@@ -385,9 +385,41 @@ fn integer_and_number_bounds() {
         &["0", "30", "-120"],
         &["5", "15"],
     );
-    unsupported_at(json!({"type": "number", "minimum": 0.5}), "/minimum");
+    check(
+        json!({"type": "number", "minimum": 0.5}),
+        &["0.5", "0.75", "3"],
+        &["0.49", "0", "-0.5"],
+    );
     unsupported_at(json!({"type": "number", "multipleOf": 0.01}), "/multipleOf");
     unsupported_at(json!({"type": "integer", "multipleOf": 7}), "/multipleOf");
+}
+
+#[test]
+fn non_integer_lower_bound_on_number() {
+    check(
+        json!({"type": "number", "minimum": 0.3}),
+        &[
+            "0.3", "0.30", "0.31", "0.4", "0.9999", "1", "1.5", "12", "0.300001",
+        ],
+        &["0.29", "0.2999", "0.0", "0", "-1", "0.03", "0.1"],
+    );
+    check(
+        json!({"type": "number", "minimum": 2.05, "maximum": 10}),
+        &["2.05", "2.1", "2.051", "3", "10", "10.0"],
+        &["2.04", "2.049", "2", "2.0", "10.5", "11"],
+    );
+    unsupported_at(
+        json!({"type": "number", "minimum": 0.5, "maximum": 0.9}),
+        "/maximum",
+    );
+    unsupported_at(
+        json!({"type": "number", "minimum": 0.5, "maximum": 0}),
+        "/minimum",
+    );
+    unsupported_at(
+        json!({"type": "number", "minimum": 0.5, "exclusiveMaximum": 3}),
+        "/minimum",
+    );
 }
 
 #[test]
@@ -403,13 +435,24 @@ fn any_of_one_of_all_of() {
         &[r#"{"kind":"a","x":1}"#, r#"{"kind":"b"}"#],
         &[r#"{"kind":"c"}"#],
     );
-    unsupported_at(
+    // Overlapping branches: each restricted to values the others reject.
+    check(
         json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        &["1.5", "-0.25"],
+        &["1", "0", "-3", "1.0", "2e3"],
+    );
+    check(
+        json!({"type": "object", "properties": {"v": {"oneOf": [{}, {"type": "string"}]}}, "required": ["v"]}),
+        &[r#"{"v":1}"#, r#"{"v":null}"#],
+        &[r#"{"v":"a"}"#],
+    );
+    unsupported_at(
+        json!({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]}),
         "/oneOf",
     );
     unsupported_at(
-        json!({"properties": {"v": {"oneOf": [{}, {"type": "string"}]}}}),
-        "/properties/v/oneOf",
+        json!({"oneOf": [{"format": "date"}, {"type": "string", "maxLength": 3}]}),
+        "/oneOf",
     );
     check(
         json!({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
@@ -428,6 +471,82 @@ fn any_of_one_of_all_of() {
         json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
         &[r#"{"a":1}"#, r#"{"b":1}"#, r#"{"a":1,"b":2}"#],
         &["{}"],
+    );
+}
+
+#[test]
+fn one_of_overlapping_branches_are_restricted() {
+    // Exactly one of the required names.
+    let props =
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}});
+    check(
+        json!({"type": "object", "properties": props, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        &[r#"{"a":1}"#, r#"{"b":1}"#, r#"{"a":1,"c":2}"#],
+        &["{}", r#"{"a":1,"b":2}"#, r#"{"c":1}"#],
+    );
+    // Two of three names: {a, b} and {b, c} overlap on {a, b, c}.
+    check(
+        json!({"type": "object", "properties": props, "oneOf": [{"required": ["a", "b"]}, {"required": ["b", "c"]}]}),
+        &[r#"{"a":1,"b":2}"#, r#"{"b":1,"c":2}"#],
+        &[r#"{"a":1,"b":2,"c":3}"#, r#"{"b":1}"#],
+    );
+    // Discriminator in `properties` without `required`: an object lacking
+    // it is valid under every branch, so under none of `oneOf`.
+    check(
+        json!({"type": "object", "oneOf": [
+            {"properties": {"kind": {"enum": ["x"]}, "n": {"type": "integer"}}},
+            {"properties": {"kind": {"enum": ["y"]}, "n": {"type": "string"}}}
+        ]}),
+        &[
+            r#"{"kind":"x"}"#,
+            r#"{"kind":"y","n":"s"}"#,
+            r#"{"kind":"x","n":1}"#,
+            r#"{"n":1}"#,
+        ],
+        &[
+            "{}",
+            r#"{"kind":"z"}"#,
+            r#"{"kind":"x","n":"s"}"#,
+            r#"{"n":null}"#,
+        ],
+    );
+    // A member valid under one branch only.
+    check(
+        json!({"type": "object", "required": ["v"], "oneOf": [
+            {"properties": {"v": {"type": "string"}}},
+            {"properties": {"v": {"minLength": 2}}}
+        ]}),
+        &[r#"{"v":"a"}"#, r#"{"v":1}"#, r#"{"v":null}"#],
+        &[r#"{"v":"ab"}"#, r#"{"v":"abc"}"#],
+    );
+    // Strings anchored at different literal prefixes are disjoint.
+    check(
+        json!({"oneOf": [{"type": "string", "pattern": "^https?://.+$"}, {"type": "string", "pattern": "^\\./.+$"}, {"enum": ["ftp", "mailto:x", 1]}]}),
+        &[
+            r#""http://a""#,
+            r#""https://a/b""#,
+            r#""./a""#,
+            r#""ftp""#,
+            "1",
+        ],
+        &[r#""../a""#, r#""a""#, r#""http:/""#],
+    );
+    unsupported_at(
+        json!({"oneOf": [{"type": "string", "pattern": "^https?://.+$"}, {"enum": ["./x", "https://y"]}]}),
+        "/oneOf",
+    );
+    unsupported_at(
+        json!({"type": "string", "oneOf": [{"pattern": "^ab"}, {"pattern": "^a"}]}),
+        "/oneOf",
+    );
+    // Negating `properties` unfolds a recursive schema: a limit, not a hang.
+    assert!(
+        lower_with(
+            &json!({"$defs": {"t": {"properties": {"c": {"$ref": "#/$defs/t"}}}},
+                    "oneOf": [{"$ref": "#/$defs/t"}, {"type": "object"}]}),
+            &SpecOptions::default()
+        )
+        .is_err()
     );
 }
 
