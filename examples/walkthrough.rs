@@ -10,7 +10,8 @@
 
 use std::sync::Arc;
 use tokensieve::{
-    BackendConfig, Constraint, CpuDevice, LogitsMut, MaskDevice, TokenBitmask, Vocabulary,
+    BackendConfig, Constraint, ConstraintSpec, CpuDevice, LogitsMut, MaskDevice, SpecOptions,
+    TokenBitmask, Vocabulary, Whitespace,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,7 +28,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "properties": {"name": {"type": "string", "maxLength": 8},
                        "age": {"type": "integer", "minimum": 0, "maximum": 120}},
         "required": ["name", "age"], "additionalProperties": false}"#;
-    let grammar = backend.compile(&Constraint::json_schema(schema))?;
+    // Compact JSON (no whitespace), so jump-forward has certain bytes to offer.
+    let options = SpecOptions {
+        whitespace: Whitespace::Compact,
+        ..Default::default()
+    };
+    let grammar = backend.compile(&Constraint::with_options(
+        ConstraintSpec::JsonSchema(schema.into()),
+        options,
+    ))?;
 
     // 3. One matcher per request; one bitmask row per request in the batch.
     let mut matcher = grammar.matcher();
@@ -35,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut logits = vec![0f32; vocab.vocab_size()];
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let mut output = Vec::new();
+    let mut forced_bytes = 0;
 
     for _step in 0..200 {
         // The model's logits (here: noise).
@@ -49,6 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if !forced.is_empty() {
             matcher.accept_bytes(&forced)?;
             output.extend_from_slice(&forced);
+            forced_bytes += forced.len();
         }
         // Mask, apply, sample (greedy), accept.
         matcher.fill_bitmask(bitmask.row_mut(0));
@@ -72,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{text}");
     let stats = matcher.stats();
     eprintln!(
-        "compiled in {:?}; {} masks, mean {:?}, worst {:?}",
+        "compiled in {:?}; {forced_bytes} bytes by jump-forward; {} masks, mean {:?}, worst {:?}",
         stats.compile_time,
         stats.masks,
         stats.mask_time_total / stats.masks.max(1) as u32,
