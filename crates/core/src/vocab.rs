@@ -83,6 +83,63 @@ impl Vocabulary {
         )
     }
 
+    /// Parses a tiktoken vocabulary (`.tiktoken` files: one `BASE64 RANK`
+    /// line per token; ranks are the token ids) plus its special tokens
+    /// (`(text, id)`, e.g. `("<|endoftext|>", 100257)`), which become special
+    /// tokens. Ids nobody names are kept as empty, never-matched tokens.
+    /// `origin` names the file in errors.
+    pub fn from_tiktoken(
+        text: &str,
+        specials: &[(&str, u32)],
+        origin: &str,
+    ) -> Result<Self, GrammarError> {
+        let err = |line: usize, message: String| GrammarError::Vocabulary {
+            location: Location::LineColumn { line, column: 1 },
+            message: format!("{origin}: {message}"),
+        };
+        let mut tokens: Vec<Option<(Vec<u8>, bool)>> = Vec::new();
+        let mut put = |id: u32, entry: (Vec<u8>, bool), line: usize| -> Result<(), GrammarError> {
+            let i = id as usize;
+            if i >= 1 << 24 {
+                return Err(err(line, format!("token id {id} is implausibly large")));
+            }
+            if tokens.len() <= i {
+                tokens.resize(i + 1, None);
+            }
+            if tokens[i].is_some() {
+                return Err(err(line, format!("token id {id} appears twice")));
+            }
+            tokens[i] = Some(entry);
+            Ok(())
+        };
+        for (n, line) in text.lines().enumerate() {
+            let line_no = n + 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (b64, rank) = line
+                .split_once(' ')
+                .ok_or_else(|| err(line_no, "expected `BASE64 RANK`".into()))?;
+            let bytes = decode_base64(b64)
+                .ok_or_else(|| err(line_no, format!("invalid base64 {b64:?}")))?;
+            let id: u32 = rank
+                .trim()
+                .parse()
+                .map_err(|_| err(line_no, format!("invalid rank {rank:?}")))?;
+            put(id, (bytes, false), line_no)?;
+        }
+        for &(text, id) in specials {
+            put(id, (text.as_bytes().to_vec(), true), 0)?;
+        }
+        if tokens.is_empty() {
+            return Err(err(1, "no tokens".into()));
+        }
+        Ok(Self::new(
+            VocabType::Raw,
+            tokens.into_iter().map(|t| t.unwrap_or((Vec::new(), true))),
+        ))
+    }
+
     /// Replaces the stop tokens. Each id must be a token of the tokenizer.
     /// Stop tokens are taken out of grammar matching (they are matched only
     /// as "end of output").
@@ -254,6 +311,34 @@ impl Vocabulary {
     }
 }
 
+/// Standard base64 (with optional `=` padding), as tiktoken files use.
+fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let s = s.trim_end_matches('=').as_bytes();
+    if s.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= value(c)? << (18 - 6 * i);
+        }
+        let bytes = acc.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
 /// Small built-in vocabularies, so tests run with no files at all.
 pub mod fixtures {
     use super::*;
@@ -325,6 +410,34 @@ mod tests {
         .unwrap();
         assert_eq!(v.encode_greedy(b"ab"), Some(vec![0, 4]));
         assert_eq!(v.encode_greedy(b"abc"), None);
+    }
+
+    #[test]
+    fn tiktoken_files_parse_with_specials() {
+        // "IQ==" = "!", "aGVsbG8=" = "hello", "IHdvcmxk" = " world"
+        let text = "IQ== 0\naGVsbG8= 1\nIHdvcmxk 3\n";
+        let v = Vocabulary::from_tiktoken(text, &[("<|endoftext|>", 4)], "t.tiktoken").unwrap();
+        assert_eq!(v.tokenizer_size(), 5);
+        assert_eq!(v.grammar_bytes(1), Some(&b"hello"[..]));
+        assert_eq!(v.grammar_bytes(3), Some(&b" world"[..]));
+        assert_eq!(v.grammar_bytes(2), None, "gap");
+        assert!(v.is_special(4));
+        let v = v.with_stop_tokens(&[4]).unwrap();
+        assert_eq!(v.stop_tokens(), &[4]);
+        for bad in ["IQ==", "!!! 0", "IQ== x", "IQ== 0\nIQ== 0"] {
+            let e = Vocabulary::from_tiktoken(bad, &[], "t.tiktoken").unwrap_err();
+            assert!(e.to_string().contains("t.tiktoken"), "{e}");
+        }
+    }
+
+    #[test]
+    fn base64_round_trips() {
+        assert_eq!(decode_base64("").unwrap(), b"");
+        assert_eq!(decode_base64("Zg==").unwrap(), b"f");
+        assert_eq!(decode_base64("Zm8=").unwrap(), b"fo");
+        assert_eq!(decode_base64("Zm9v").unwrap(), b"foo");
+        assert_eq!(decode_base64("Zm9vYg").unwrap(), b"foob");
+        assert!(decode_base64("Z").is_none());
     }
 
     #[test]
