@@ -350,15 +350,7 @@ impl<'a> Lowerer<'a> {
             return Ok(hit.clone());
         }
         let ptr = nodes.first().map(|n| n.ptr.clone()).unwrap_or_default();
-        self.depth += 1;
-        if self.depth > self.limits.max_schema_depth {
-            self.depth -= 1;
-            return Err(GrammarError::LimitExceeded {
-                what: format!("sub-schema nesting at {ptr}"),
-                limit: self.limits.max_schema_depth as usize,
-                knob: "LoweringLimits::max_schema_depth".into(),
-            });
-        }
+        self.enter_schema(&ptr)?;
         let base = self.ref_stack.len();
         let result = self.lower_nodes_inner(nodes, level, base);
         self.ref_stack.truncate(base);
@@ -387,6 +379,21 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Adds `node` to the conjunction. `Ok(false)`: it is unsatisfiable.
+    /// Counts one more level of sub-schema nesting (the caller decrements
+    /// `depth` when it leaves); past `max_schema_depth` it is an error.
+    pub(crate) fn enter_schema(&mut self, ptr: &str) -> Result<(), GrammarError> {
+        self.depth += 1;
+        if self.depth > self.limits.max_schema_depth {
+            self.depth -= 1;
+            return Err(GrammarError::LimitExceeded {
+                what: format!("sub-schema nesting at {ptr}"),
+                limit: self.limits.max_schema_depth as usize,
+                knob: "LoweringLimits::max_schema_depth".into(),
+            });
+        }
+        Ok(())
+    }
+
     pub fn expand(&mut self, m: &mut Merged<'a>, node: Node<'a>) -> Result<bool, GrammarError> {
         let obj = match node.v {
             Value::Bool(b) => return Ok(*b),

@@ -431,15 +431,7 @@ impl<'a> Lowerer<'a> {
         let ptr = nots[0].ptr.clone();
         // Negations can unfold a recursive schema without end: count them
         // as schema nesting.
-        self.depth += 1;
-        if self.depth > self.limits.max_schema_depth {
-            self.depth -= 1;
-            return Err(GrammarError::LimitExceeded {
-                what: format!("sub-schema nesting at {ptr}"),
-                limit: self.limits.max_schema_depth as usize,
-                knob: "LoweringLimits::max_schema_depth".into(),
-            });
-        }
+        self.enter_schema(&ptr)?;
         let saved = self.ref_stack.len();
         let mut merged = Merged::new(saved);
         let mut result = Ok(true);
