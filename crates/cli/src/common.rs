@@ -29,6 +29,19 @@ pub fn load_tokenizer(path: &str) -> Result<HfTokenizer, BadInput> {
     HfTokenizer::from_file(path).map_err(BadInput::from)
 }
 
+/// Loads a tokenizer and, when given, sets the model's vocab size (logit
+/// rows padded beyond the tokenizer: those ids are always masked).
+pub fn load_tokenizer_sized(
+    path: &str,
+    vocab_size: Option<usize>,
+) -> Result<HfTokenizer, BadInput> {
+    let tok = load_tokenizer(path)?;
+    match vocab_size {
+        Some(n) => tok.with_vocab_size(n).map_err(BadInput::from),
+        None => Ok(tok),
+    }
+}
+
 pub fn make_backend(
     name: &str,
     config: &BackendConfig,

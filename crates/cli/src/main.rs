@@ -32,6 +32,9 @@ enum Command {
         /// Path to a Hugging Face tokenizer.json.
         #[arg(long)]
         tokenizer: String,
+        /// The model's vocab size (logit rows), when larger than the tokenizer's.
+        #[arg(long)]
+        vocab_size: Option<usize>,
     },
     /// Walk a text through a constraint, token by token.
     Mask(mask::MaskArgs),
@@ -44,7 +47,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Backends => backends(),
-        Command::Vocab { tokenizer } => vocab(&tokenizer),
+        Command::Vocab {
+            tokenizer,
+            vocab_size,
+        } => vocab(&tokenizer, vocab_size),
         Command::Mask(args) => mask::run(&args),
         Command::Bench(cmd) => bench::run(cmd),
     };
@@ -87,8 +93,8 @@ fn backends() -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn vocab(path: &str) -> anyhow::Result<u8> {
-    let tok = common::load_tokenizer(path)?;
+fn vocab(path: &str, vocab_size: Option<usize>) -> anyhow::Result<u8> {
+    let tok = common::load_tokenizer_sized(path, vocab_size)?;
     let v = tok.vocabulary();
     let stops: Vec<serde_json::Value> = v
         .stop_tokens()
@@ -103,6 +109,7 @@ fn vocab(path: &str) -> anyhow::Result<u8> {
         "type": v.vocab_type().as_str(),
         "stop_tokens": stops,
         "special_tokens": v.special_count(),
+        "padding_tokens": v.vocab_size() - v.tokenizer_size(),
         "prepends_space": tok.prepends_space(),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

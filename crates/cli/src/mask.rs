@@ -41,6 +41,9 @@ pub struct MaskArgs {
     /// Bound recursive schemas / --json to this nesting depth (regex backend).
     #[arg(long)]
     pub max_depth: Option<u32>,
+    /// The model's vocab size (logit rows), when larger than the tokenizer's.
+    #[arg(long)]
+    pub vocab_size: Option<usize>,
     /// The text to walk through the constraint.
     #[arg(long)]
     pub text: String,
@@ -78,7 +81,7 @@ impl MaskArgs {
 }
 
 pub fn run(args: &MaskArgs) -> anyhow::Result<u8> {
-    let tok = common::load_tokenizer(&args.tokenizer)?;
+    let tok = common::load_tokenizer_sized(&args.tokenizer, args.vocab_size)?;
     let backend = common::make_backend(&args.backend, &BackendConfig::default(), &tok)?;
     let constraint = args.constraint()?;
     common::check_kind(backend.as_ref(), &constraint)?;

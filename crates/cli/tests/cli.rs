@@ -77,6 +77,38 @@ fn vocab_describes_the_tokenizer() {
 }
 
 #[test]
+fn vocab_size_pads_and_is_checked() {
+    let tok = tokenizer();
+    let o = run(&["vocab", "--tokenizer", &tok]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = v["tokenizer_size"].as_u64().unwrap();
+    let padded = (n + 64).to_string();
+    let o = run(&["vocab", "--tokenizer", &tok, "--vocab-size", &padded]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["vocab_size"].as_u64().unwrap(), n + 64);
+    assert_eq!(v["padding_tokens"].as_u64().unwrap(), 64);
+    let ok = run(&[
+        "mask",
+        "--backend",
+        "regex-fsm",
+        "--tokenizer",
+        &tok,
+        "--vocab-size",
+        &padded,
+        "--regex",
+        "[a-z]+",
+        "--text",
+        "abc",
+    ]);
+    assert_eq!(code(&ok), 0, "{}", stderr(&ok));
+    assert_bad_input(
+        &run(&["vocab", "--tokenizer", &tok, "--vocab-size", "3"]),
+        "smaller than the tokenizer",
+    );
+}
+
+#[test]
 fn mask_accepts_and_rejects() {
     let tok = tokenizer();
     let ok = run(&[
