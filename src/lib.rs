@@ -13,8 +13,8 @@
 //! | `regex-fsm` | yes | Outlines-style backend (`regex-fsm`, alias `outlines`) |
 //! | `earley` | yes | context-free backend (not implemented yet: registers nothing) |
 //! | `reasoner` | yes | unconstrained thinking before a think-end token |
-//! | `cuda` | no | [`cuda`] mask device (cudarc, loads the driver at run time) |
-//! | `wgpu` | no | [`wgpu`] mask device (any WebGPU adapter) |
+//! | `cuda` | no | `tokensieve::cuda` mask device (cudarc, loads the driver at run time) |
+//! | `wgpu` | no | `tokensieve::wgpu` mask device (any WebGPU adapter) |
 //!
 //! ## The loop
 //!

@@ -79,7 +79,7 @@ pub trait GrammarObject: Send {
     fn fill_bitmask(&mut self, row: &mut [u32]);
 
     /// Undoes the last `k` steps (tokens or byte runs). At most
-    /// [`max_rollback`](Self::max_rollback) steps are kept.
+    /// `BackendConfig::max_rollback` steps are kept.
     fn rollback(&mut self, k: usize) -> Result<(), StepError>;
 
     /// How many steps [`rollback`](Self::rollback) can undo right now.

@@ -62,7 +62,7 @@ const TILE_LOGITS: usize = 1024;
 /// CUDA's limit on `gridDim.y`; larger row counts loop inside the kernel.
 const MAX_GRID_Y: usize = 65_535;
 
-/// Logit element types the kernel handles: `f32`, [`f16`], [`bf16`].
+/// Logit element types the kernel handles: `f32`, [`half::f16`], [`half::bf16`].
 pub trait CudaLogit: DeviceRepr + Copy + sealed::Sealed {
     const DTYPE: DType;
 }
