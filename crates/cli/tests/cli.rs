@@ -12,6 +12,13 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("running tokensieve")
 }
 
+/// `tokensieve mask --backend BACKEND --tokenizer TOK REST...`
+fn mask(backend: &str, tok: &str, rest: &[&str]) -> Output {
+    let mut args = vec!["mask", "--backend", backend, "--tokenizer", tok];
+    args.extend_from_slice(rest);
+    run(&args)
+}
+
 fn code(o: &Output) -> i32 {
     o.status.code().expect("exited normally")
 }
@@ -88,19 +95,18 @@ fn vocab_size_pads_and_is_checked() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["vocab_size"].as_u64().unwrap(), n + 64);
     assert_eq!(v["padding_tokens"].as_u64().unwrap(), 64);
-    let ok = run(&[
-        "mask",
-        "--backend",
+    let ok = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--vocab-size",
-        &padded,
-        "--regex",
-        "[a-z]+",
-        "--text",
-        "abc",
-    ]);
+        &[
+            "--vocab-size",
+            &padded,
+            "--regex",
+            "[a-z]+",
+            "--text",
+            "abc",
+        ],
+    );
     assert_eq!(code(&ok), 0, "{}", stderr(&ok));
     assert_bad_input(
         &run(&["vocab", "--tokenizer", &tok, "--vocab-size", "3"]),
@@ -111,31 +117,19 @@ fn vocab_size_pads_and_is_checked() {
 #[test]
 fn mask_accepts_and_rejects() {
     let tok = tokenizer();
-    let ok = run(&[
-        "mask",
-        "--backend",
+    let ok = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--regex",
-        "[a-z]+ [0-9]{2}",
-        "--text",
-        "hello 42",
-    ]);
+        &["--regex", "[a-z]+ [0-9]{2}", "--text", "hello 42"],
+    );
     assert_eq!(code(&ok), 0, "{} {}", stdout(&ok), stderr(&ok));
     assert!(stdout(&ok).starts_with("accepted"));
 
-    let bad = run(&[
-        "mask",
-        "--backend",
+    let bad = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--regex",
-        "[a-z]+ [0-9]{2}",
-        "--text",
-        "hello 4x",
-    ]);
+        &["--regex", "[a-z]+ [0-9]{2}", "--text", "hello 4x"],
+    );
     assert_eq!(code(&bad), 1);
     let out = stdout(&bad);
     assert!(
@@ -143,19 +137,11 @@ fn mask_accepts_and_rejects() {
         "{out}"
     );
 
-    let short = run(&[
-        "mask",
-        "--backend",
+    let short = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--choice",
-        "yes",
-        "--choice",
-        "yesterday",
-        "--text",
-        "yest",
-    ]);
+        &["--choice", "yes", "--choice", "yesterday", "--text", "yest"],
+    );
     assert_eq!(code(&short), 1);
     assert!(
         stdout(&short).contains("may not end here"),
@@ -163,19 +149,11 @@ fn mask_accepts_and_rejects() {
         stdout(&short)
     );
 
-    let choice = run(&[
-        "mask",
-        "--backend",
+    let choice = mask(
         "outlines",
-        "--tokenizer",
         &tok,
-        "--choice",
-        "yes",
-        "--choice",
-        "no",
-        "--text",
-        "no",
-    ]);
+        &["--choice", "yes", "--choice", "no", "--text", "no"],
+    );
     assert_eq!(code(&choice), 0, "{}", stderr(&choice));
 }
 
@@ -187,42 +165,20 @@ fn mask_with_a_schema_file() {
     std::fs::write(&schema, r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}"#).unwrap();
     let s = schema.display().to_string();
     let tok = tokenizer();
-    let ok = run(&[
-        "mask",
-        "--backend",
+    let ok = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--schema",
-        &s,
-        "--text",
-        r#"{"a": 12}"#,
-    ]);
+        &["--schema", &s, "--text", r#"{"a": 12}"#],
+    );
     assert_eq!(code(&ok), 0, "{} {}", stdout(&ok), stderr(&ok));
-    let bad = run(&[
-        "mask",
-        "--backend",
+    let bad = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--schema",
-        &s,
-        "--text",
-        r#"{"a": "x"}"#,
-    ]);
+        &["--schema", &s, "--text", r#"{"a": "x"}"#],
+    );
     assert_eq!(code(&bad), 1);
     std::fs::write(&schema, "{not json").unwrap();
-    let malformed = run(&[
-        "mask",
-        "--backend",
-        "regex-fsm",
-        "--tokenizer",
-        &tok,
-        "--schema",
-        &s,
-        "--text",
-        "{}",
-    ]);
+    let malformed = mask("regex-fsm", &tok, &["--schema", &s, "--text", "{}"]);
     assert_bad_input(&malformed, "schema");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -245,68 +201,26 @@ fn bad_input_is_one_line_and_exit_2() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 
-    let unknown = run(&[
-        "mask",
-        "--backend",
-        "nope",
-        "--tokenizer",
-        &tok,
-        "--regex",
-        "a",
-        "--text",
-        "a",
-    ]);
+    let unknown = mask("nope", &tok, &["--regex", "a", "--text", "a"]);
     assert_bad_input(&unknown, "unknown backend `nope`");
 
-    let kind = run(&[
-        "mask",
-        "--backend",
+    let kind = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--grammar",
-        "/dev/null",
-        "--text",
-        "a",
-    ]);
+        &["--grammar", "/dev/null", "--text", "a"],
+    );
     assert_bad_input(&kind, "does not support ebnf");
 
-    let regex = run(&[
-        "mask",
-        "--backend",
-        "regex-fsm",
-        "--tokenizer",
-        &tok,
-        "--regex",
-        "(a",
-        "--text",
-        "a",
-    ]);
+    let regex = mask("regex-fsm", &tok, &["--regex", "(a", "--text", "a"]);
     assert_bad_input(&regex, "regex");
 
-    let look = run(&[
-        "mask",
-        "--backend",
-        "regex-fsm",
-        "--tokenizer",
-        &tok,
-        "--regex",
-        "a(?=b)",
-        "--text",
-        "a",
-    ]);
+    let look = mask("regex-fsm", &tok, &["--regex", "a(?=b)", "--text", "a"]);
     assert_bad_input(&look, "look");
 
-    let missing = run(&[
-        "mask",
-        "--backend",
+    let missing = mask(
         "regex-fsm",
-        "--tokenizer",
         &tok,
-        "--schema",
-        "/nonexistent.json",
-        "--text",
-        "a",
-    ]);
+        &["--schema", "/nonexistent.json", "--text", "a"],
+    );
     assert_bad_input(&missing, "/nonexistent.json");
 }
