@@ -7,9 +7,12 @@
 //! Identical rows are stored once; rows with few allowed tokens are stored
 //! as sorted token ids (sparse) rather than `vocab_size / 32` words.
 
+mod region;
+
 use crate::dfa::{ByteDfa, DEAD};
 use crate::trie::TokenTrie;
 use rayon::prelude::*;
+use region::{Frontier, Region, RegionFinder, RegionWalk};
 use std::collections::HashMap;
 use tokensieve_core::{GrammarError, Location};
 
@@ -52,6 +55,10 @@ pub struct IndexStats {
     pub bytes: usize,
     /// Trie nodes visited, over all states.
     pub nodes_visited: u64,
+    /// Walks of a loop shared by several states (see `index/region.rs`),
+    /// and the states whose rows came from one.
+    pub region_walks: usize,
+    pub region_states: usize,
     /// States reachable from the start through whole tokens.
     pub token_reachable_states: usize,
     /// Of those, states that cannot end the output and that no token can
@@ -134,6 +141,20 @@ impl<'a> Walker<'a> {
         self.allowed.clear();
         self.epoch += 1;
         let mut successors = Vec::new();
+        let visited = self.walk_below(0, state * self.stride, Some(&mut successors));
+        self.finish(successors, visited)
+    }
+
+    /// Walks the subtree below trie node `from` (the node itself excluded)
+    /// from the premultiplied DFA state `state`, adding the tokens that
+    /// survive to `allowed` (and, when collecting, the states they reach to
+    /// `successors`). Returns the nodes visited.
+    fn walk_below(
+        &mut self,
+        from: usize,
+        state: u32,
+        mut successors: Option<&mut Vec<u32>>,
+    ) -> u64 {
         let nodes = &self.trie.nodes[..];
         let token_start = &self.trie.token_start[..];
         let tokens = &self.trie.tokens[..];
@@ -141,10 +162,11 @@ impl<'a> Walker<'a> {
         let classes = self.classes;
         let stride = self.stride;
         let stack = &mut self.stack[..];
-        stack[0] = state * stride;
+        stack[nodes[from].depth as usize] = state;
         let mut visited = 0u64;
-        let mut i = 1;
-        while i < nodes.len() {
+        let mut i = from + 1;
+        let end = nodes[from].next as usize;
+        while i < end {
             let node = nodes[i];
             visited += 1;
             let depth = node.depth as usize;
@@ -157,7 +179,9 @@ impl<'a> Walker<'a> {
             let (lo, hi) = (token_start[i] as usize, token_start[i + 1] as usize);
             if lo != hi {
                 self.allowed.extend_from_slice(&tokens[lo..hi]);
-                if self.successors {
+                if self.successors
+                    && let Some(successors) = successors.as_deref_mut()
+                {
                     let s = s / stride;
                     if self.seen[s as usize] != self.epoch {
                         self.seen[s as usize] = self.epoch;
@@ -167,6 +191,89 @@ impl<'a> Walker<'a> {
             }
             i += 1;
         }
+        visited
+    }
+
+    /// The walk from the entry of `region` that stops where a token leaves
+    /// the region: the tokens that stay inside, and the frontier. Frontier
+    /// entries are in canonical terms, so the walk serves every state whose
+    /// region has the same form.
+    fn walk_region(&mut self, region: &Region) -> RegionWalk {
+        let nodes = &self.trie.nodes[..];
+        let token_start = &self.trie.token_start[..];
+        let tokens = &self.trie.tokens[..];
+        let trans = self.trans;
+        let classes = self.classes;
+        let stride = self.stride;
+        // Canonical index + 1 of each region state, 0 outside.
+        let mut canon = vec![0u32; trans.len() / stride as usize];
+        for (i, &q) in region.actual.iter().enumerate() {
+            canon[q as usize] = i as u32 + 1;
+        }
+        let stack = &mut self.stack[..];
+        stack[0] = region.actual[0] * stride;
+        let mut inside = Vec::new();
+        let mut frontier = Vec::new();
+        let mut visited = 0u64;
+        let mut i = 1;
+        while i < nodes.len() {
+            let node = nodes[i];
+            visited += 1;
+            let depth = node.depth as usize;
+            let parent = stack[depth - 1];
+            let class = classes[node.byte as usize];
+            let s = trans[(parent + class as u32) as usize];
+            if s == DEAD {
+                i = node.next as usize;
+                continue;
+            }
+            if canon[(s / stride) as usize] == 0 {
+                frontier.push(Frontier {
+                    node: i as u32,
+                    from: canon[(parent / stride) as usize] - 1,
+                    class,
+                });
+                i = node.next as usize;
+                continue;
+            }
+            stack[depth] = s;
+            inside.extend_from_slice(&tokens[token_start[i] as usize..token_start[i + 1] as usize]);
+            i += 1;
+        }
+        RegionWalk {
+            inside,
+            frontier,
+            visited,
+        }
+    }
+
+    /// The row of `region`'s entry from the walk of a region of the same
+    /// form: the tokens inside, plus each frontier node's tokens and subtree
+    /// walked from where this region's transition leads.
+    fn expand(&mut self, region: &Region, walk: &RegionWalk) -> Walked {
+        self.allowed.clear();
+        self.allowed.extend_from_slice(&walk.inside);
+        let mut visited = 0;
+        for f in &walk.frontier {
+            let from = region.actual[f.from as usize] * self.stride;
+            let s = self.trans[(from + f.class as u32) as usize];
+            debug_assert!(
+                s != DEAD,
+                "a frontier transition is live in every region of its form"
+            );
+            let i = f.node as usize;
+            let (lo, hi) = (
+                self.trie.token_start[i] as usize,
+                self.trie.token_start[i + 1] as usize,
+            );
+            self.allowed.extend_from_slice(&self.trie.tokens[lo..hi]);
+            visited += self.walk_below(i, s, None);
+        }
+        self.finish(Vec::new(), visited)
+    }
+
+    /// The row of the tokens in `allowed`.
+    fn finish(&mut self, successors: Vec<u32>, visited: u64) -> Walked {
         let row = if self.allowed.len() * SPARSE_DIVISOR <= self.words {
             self.allowed.sort_unstable();
             Row::Sparse(self.allowed.as_slice().into())
@@ -233,29 +340,7 @@ fn row_blocks(dfa: &ByteDfa, depth: usize) -> (Vec<u32>, usize) {
     if n <= 2 {
         return (block, n);
     }
-    // Predecessors over live edges, CSR.
-    let mut off = vec![0u32; n + 1];
-    for s in 1..n as u32 {
-        for &t in dfa.row(s) {
-            if t != DEAD {
-                off[t as usize + 1] += 1;
-            }
-        }
-    }
-    for i in 0..n {
-        off[i + 1] += off[i];
-    }
-    let mut fill = off.clone();
-    let mut preds = vec![0u32; off[n] as usize];
-    for s in 1..n as u32 {
-        for &t in dfa.row(s) {
-            if t != DEAD {
-                preds[fill[t as usize] as usize] = s;
-                fill[t as usize] += 1;
-            }
-        }
-    }
-    drop(fill);
+    let (off, preds) = live_preds(dfa);
     // Refinable partition: block b owns elems[first[b]..end[b]].
     let mut elems: Vec<u32> = (0..n as u32).collect();
     let mut loc: Vec<usize> = (0..n).collect();
@@ -381,6 +466,115 @@ fn row_blocks(dfa: &ByteDfa, depth: usize) -> (Vec<u32>, usize) {
     (block, first.len())
 }
 
+/// How each representative state is walked.
+enum Plan {
+    /// A full walk of its own.
+    Alone,
+    /// The region walk `walk` of [`Plans::walks`], expanded.
+    Shared { region: Region, walk: usize },
+}
+
+struct Plans {
+    /// One per representative, in order.
+    plans: Vec<Plan>,
+    walks: Vec<RegionWalk>,
+}
+
+/// Plans the walks of `reps`: states whose region form occurs more than
+/// once share one region walk (walked here, from the form's first state).
+fn share_regions(
+    dfa: &ByteDfa,
+    trans: &[u32],
+    trie: &TokenTrie,
+    words: usize,
+    reps: &[u32],
+    parallel: bool,
+) -> Plans {
+    let mut finder = RegionFinder::new(dfa);
+    let regions: Vec<Option<Region>> = reps.iter().map(|&s| finder.region(s)).collect();
+    // Form -> (count, first rep with it).
+    let mut forms: HashMap<&[u32], (usize, usize)> = HashMap::new();
+    for (k, r) in regions.iter().enumerate() {
+        if let Some(r) = r {
+            forms.entry(&r.form).or_insert((0, k)).0 += 1;
+        }
+    }
+    // Forms seen more than once get a walk, numbered by their first rep.
+    let mut firsts: Vec<usize> = forms
+        .values()
+        .filter(|&&(count, _)| count > 1)
+        .map(|&(_, first)| first)
+        .collect();
+    firsts.sort_unstable();
+    let walk_of: Vec<Option<usize>> = {
+        let by_form: HashMap<&[u32], usize> = firsts
+            .iter()
+            .enumerate()
+            .map(|(w, &k)| {
+                (
+                    regions[k].as_ref().expect("has a region").form.as_slice(),
+                    w,
+                )
+            })
+            .collect();
+        regions
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .and_then(|r| by_form.get(r.form.as_slice()).copied())
+            })
+            .collect()
+    };
+    let region_walk =
+        |w: &mut Walker<'_>, &k: &usize| w.walk_region(regions[k].as_ref().expect("has a region"));
+    let walks: Vec<RegionWalk> = if parallel && firsts.len() > 1 {
+        firsts
+            .par_iter()
+            .map_init(|| Walker::new(dfa, trans, trie, words, false), region_walk)
+            .collect()
+    } else {
+        let mut walker = Walker::new(dfa, trans, trie, words, false);
+        firsts.iter().map(|k| region_walk(&mut walker, k)).collect()
+    };
+    let plans = regions
+        .into_iter()
+        .zip(walk_of)
+        .map(|(r, w)| match (r, w) {
+            (Some(region), Some(walk)) => Plan::Shared { region, walk },
+            _ => Plan::Alone,
+        })
+        .collect();
+    Plans { plans, walks }
+}
+
+/// Predecessors over live edges (from live states), in CSR form: the
+/// predecessors of `t` are `preds[off[t]..off[t + 1]]`, one per edge.
+fn live_preds(dfa: &ByteDfa) -> (Vec<u32>, Vec<u32>) {
+    let n = dfa.num_states();
+    let mut off = vec![0u32; n + 1];
+    for s in 1..n as u32 {
+        for &t in dfa.row(s) {
+            if t != DEAD {
+                off[t as usize + 1] += 1;
+            }
+        }
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut preds = vec![0u32; off[n] as usize];
+    for s in 1..n as u32 {
+        for &t in dfa.row(s) {
+            if t != DEAD {
+                preds[fill[t as usize] as usize] = s;
+                fill[t as usize] += 1;
+            }
+        }
+    }
+    (off, preds)
+}
+
 /// A fast non-cryptographic hash (FxHash-style) of a row.
 fn hash_words(words: &[u32], seed: u64) -> u64 {
     let mut h = seed;
@@ -453,6 +647,7 @@ impl TokenIndex {
         store.by_hash.insert(empty_hash, vec![0]);
         let mut state_row = vec![0u32; n];
         let mut visited = 0u64;
+        let (mut region_walks, mut region_states) = (0, 0);
         let trans = premultiplied(dfa);
         let (token_reachable_states, stuck_states) = if share_rows && bytes_are_tokens(dfa, trie) {
             // Every live state is token-reachable and none is stuck, so
@@ -464,32 +659,45 @@ impl TokenIndex {
                 reps[block[s as usize] as usize] = s;
             }
             let reps: Vec<u32> = reps.into_iter().filter(|&s| s != DEAD).collect();
+            let plans = share_regions(dfa, &trans, trie, words, &reps, parallel);
             let mut block_row = vec![0u32; blocks];
             let mut record = |s: u32, w: Walked, store: &mut RowStore| {
                 block_row[block[s as usize] as usize] = store.insert(w.row, w.hash)?;
                 visited += w.visited;
                 Ok::<(), GrammarError>(())
             };
+            let walk = |w: &mut Walker<'_>, (s, plan): (u32, &Plan)| match plan {
+                Plan::Alone => w.walk(s),
+                Plan::Shared { region, walk } => w.expand(region, &plans.walks[*walk]),
+            };
+            let jobs: Vec<(u32, &Plan)> = reps.iter().copied().zip(&plans.plans).collect();
             if parallel && reps.len() > 1 {
-                for batch in reps.chunks(PARALLEL_BATCH) {
+                for batch in jobs.chunks(PARALLEL_BATCH) {
                     let walked: Vec<Walked> = batch
                         .par_iter()
                         .map_init(
                             || Walker::new(dfa, &trans, trie, words, false),
-                            |w, &s| w.walk(s),
+                            |w, &job| walk(w, job),
                         )
                         .collect();
-                    for (&s, w) in batch.iter().zip(walked) {
+                    for (&(s, _), w) in batch.iter().zip(walked) {
                         record(s, w, &mut store)?;
                     }
                 }
             } else {
                 let mut walker = Walker::new(dfa, &trans, trie, words, false);
-                for &s in &reps {
-                    let w = walker.walk(s);
-                    record(s, w, &mut store)?;
+                for &job in &jobs {
+                    let w = walk(&mut walker, job);
+                    record(job.0, w, &mut store)?;
                 }
             }
+            visited += plans.walks.iter().map(|w| w.visited).sum::<u64>();
+            region_walks = plans.walks.len();
+            region_states = plans
+                .plans
+                .iter()
+                .filter(|p| matches!(p, Plan::Shared { .. }))
+                .count();
             for s in 1..n {
                 state_row[s] = block_row[block[s] as usize];
             }
@@ -517,6 +725,8 @@ impl TokenIndex {
             sparse_rows,
             bytes: store.bytes,
             nodes_visited: visited,
+            region_walks,
+            region_states,
             token_reachable_states,
             stuck_states,
         };
@@ -708,11 +918,20 @@ mod tests {
         r"(?s).{0,150}",
     ];
 
+    /// Several copies of the JSON string body with different exits: states
+    /// that share a region walk.
+    fn string_loops() -> String {
+        let body = r#"([^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"#;
+        format!(r#"\{{"a":"{body}","b":"{body}","c":\["{body}"(,"{body}")*\],"d":"{body}"(1|2)\}}"#)
+    }
+
     /// Every state's row, and the reachability counters, of the shared
     /// build are those of one walk per state.
-    fn check_shared_rows(vocab: &Vocabulary, patterns: &[&str]) {
+    /// Returns the number of states whose rows came from shared region walks.
+    fn check_shared_rows(vocab: &Vocabulary, patterns: &[&str]) -> usize {
         let trie = TokenTrie::new(vocab);
         let words = vocab.mask_words();
+        let mut region_states = 0;
         for &p in patterns {
             let dfa = dfa(p);
             let every = TokenIndex::build_with(&dfa, &trie, words, usize::MAX, false, false);
@@ -737,13 +956,17 @@ mod tests {
             assert_eq!(e.stuck_states, s.stuck_states, "{p}");
             assert_eq!(e.token_reachable_states, s.token_reachable_states, "{p}");
             assert!(s.nodes_visited <= e.nodes_visited, "{p}");
+            region_states += s.region_states;
         }
+        region_states
     }
 
     #[test]
     fn shared_rows_match_per_state_walks() {
         // json_tiny lacks single-byte tokens: the per-state path.
-        check_shared_rows(&fixtures::json_tiny(), PATTERNS);
+        let loops = string_loops();
+        let patterns: Vec<&str> = PATTERNS.iter().copied().chain([loops.as_str()]).collect();
+        check_shared_rows(&fixtures::json_tiny(), &patterns);
         // Every byte a token, plus longer ones: the shared path, with
         // tokens longer than some counters' bounds.
         let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -775,7 +998,10 @@ mod tests {
             tokens.push(t.as_bytes().to_vec());
         }
         let v = Vocabulary::from_byte_tokens(tokens);
-        check_shared_rows(&v, PATTERNS);
+        assert!(
+            check_shared_rows(&v, &patterns) > 0,
+            "no state shared a region walk"
+        );
     }
 
     #[test]
@@ -789,7 +1015,12 @@ mod tests {
         let vocab = tokensieve_core::hf::HfTokenizer::from_file(&path)
             .unwrap()
             .into_vocabulary();
-        check_shared_rows(&vocab, PATTERNS);
+        let loops = string_loops();
+        let patterns: Vec<&str> = PATTERNS.iter().copied().chain([loops.as_str()]).collect();
+        assert!(
+            check_shared_rows(&vocab, &patterns) > 0,
+            "no state shared a region walk"
+        );
         // Real MaskBench regexes, when the data is there.
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../../shared/data/maskbench-dev");

@@ -1,0 +1,176 @@
+//! Walks shared between states with isomorphic neighbourhoods.
+//!
+//! A JSON schema's DFA holds many copies of the same loop: the body of every
+//! free string, of every object key, of every string in an array. Each copy
+//! allows nearly the whole vocabulary, so walking the trie from each costs a
+//! full trie walk, and minimization cannot merge them because what follows
+//! the closing quote differs. Their rows differ only in tokens that leave the
+//! loop.
+//!
+//! The *region* of a state is the set of states on short cycles through it
+//! (at most [`REGION_CYCLE`] transitions), numbered breadth-first in class
+//! order from the state, and its *form* lists every region state's
+//! transitions in that numbering (inside, dead, or leaving the region). Two
+//! states with the same form have isomorphic regions, so one walk of the
+//! region serves both: the tokens that never leave it are the same, and the
+//! trie nodes where a token leaves it (the frontier) are the same, as
+//! (canonical state, class) pairs. Each state then walks only the subtrees
+//! below its frontier, from where its own transitions lead. The row is
+//! exactly the one a full walk gives, whatever the region is; the region's
+//! shape only decides how much is shared.
+
+use crate::dfa::{ByteDfa, DEAD};
+
+/// A region holds the states on cycles through its entry of at most this
+/// many transitions (a 4-byte UTF-8 character takes 4, a `\uXXXX` escape 6).
+const REGION_CYCLE: u32 = 8;
+/// Regions are cut to their first states in canonical order (the rest count
+/// as outside), which bounds the size of a form.
+const MAX_REGION: usize = 64;
+/// Only states with at least this many live classes and a self-loop are
+/// given a region: the loops whose walks are large. A cheap walk gains
+/// nothing from sharing.
+const MIN_LIVE_CLASSES: usize = 8;
+
+/// Form codes of transitions that do not stay in the region.
+const CODE_DEAD: u32 = u32::MAX;
+const CODE_EXIT: u32 = u32::MAX - 1;
+
+/// The region of one state.
+#[derive(Debug)]
+pub(super) struct Region {
+    /// Region states in canonical order; `actual[0]` is the entry.
+    pub actual: Vec<u32>,
+    /// Per canonical state, per class: the canonical index of the target,
+    /// [`CODE_DEAD`] or [`CODE_EXIT`].
+    pub form: Vec<u32>,
+}
+
+/// One walk of a region, in canonical terms.
+#[derive(Debug)]
+pub(super) struct RegionWalk {
+    /// Tokens whose bytes keep the entry inside the region (and alive).
+    pub inside: Vec<u32>,
+    /// Where tokens leave the region.
+    pub frontier: Vec<Frontier>,
+    pub visited: u64,
+}
+
+/// A trie node whose edge leaves the region: taken from canonical state
+/// `from` on `class`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Frontier {
+    pub node: u32,
+    pub from: u32,
+    pub class: u8,
+}
+
+/// Finds regions; holds the reverse edges and scratch marks.
+pub(super) struct RegionFinder<'a> {
+    dfa: &'a ByteDfa,
+    pred_off: Vec<u32>,
+    preds: Vec<u32>,
+    /// Per state: epoch of the last forward visit, and its distance.
+    fwd: Vec<(u32, u32)>,
+    bwd: Vec<(u32, u32)>,
+    /// Per state: epoch of its canonical numbering, and its index.
+    canon: Vec<(u32, u32)>,
+    epoch: u32,
+    queue: Vec<u32>,
+}
+
+impl<'a> RegionFinder<'a> {
+    pub fn new(dfa: &'a ByteDfa) -> Self {
+        let (pred_off, preds) = super::live_preds(dfa);
+        let n = dfa.num_states();
+        RegionFinder {
+            dfa,
+            pred_off,
+            preds,
+            fwd: vec![(0, 0); n],
+            bwd: vec![(0, 0); n],
+            canon: vec![(0, 0); n],
+            epoch: 0,
+            queue: Vec::new(),
+        }
+    }
+
+    /// The region of `state`, or `None` when it is not a wide loop (see
+    /// [`MIN_LIVE_CLASSES`]).
+    pub fn region(&mut self, state: u32) -> Option<Region> {
+        let row = self.dfa.row(state);
+        let live = row.iter().filter(|&&t| t != DEAD).count();
+        if live < MIN_LIVE_CLASSES || !row.contains(&state) {
+            return None;
+        }
+        self.epoch += 1;
+        let epoch = self.epoch;
+        // Distances from the entry, then to it, both bounded.
+        self.bfs(state, true);
+        self.bfs(state, false);
+        let (fwd, bwd) = (&self.fwd, &self.bwd);
+        let in_region = |q: u32| {
+            let (f, b) = (fwd[q as usize], bwd[q as usize]);
+            f.0 == epoch && b.0 == epoch && f.1 + b.1 <= REGION_CYCLE
+        };
+        let mut actual = vec![state];
+        self.canon[state as usize] = (epoch, 0);
+        let mut form = Vec::new();
+        let mut i = 0;
+        while i < actual.len() {
+            for &t in self.dfa.row(actual[i]) {
+                let code = if t == DEAD {
+                    CODE_DEAD
+                } else if !in_region(t) {
+                    CODE_EXIT
+                } else if self.canon[t as usize].0 == epoch {
+                    self.canon[t as usize].1
+                } else if actual.len() < MAX_REGION {
+                    self.canon[t as usize] = (epoch, actual.len() as u32);
+                    actual.push(t);
+                    actual.len() as u32 - 1
+                } else {
+                    CODE_EXIT
+                };
+                form.push(code);
+            }
+            i += 1;
+        }
+        Some(Region { actual, form })
+    }
+
+    /// Breadth-first distances (at most [`REGION_CYCLE`]) from `state`
+    /// (`forward`) or to it, over live edges, marked with the current epoch.
+    fn bfs(&mut self, state: u32, forward: bool) {
+        let epoch = self.epoch;
+        let marks = if forward {
+            &mut self.fwd
+        } else {
+            &mut self.bwd
+        };
+        marks[state as usize] = (epoch, 0);
+        self.queue.clear();
+        self.queue.push(state);
+        let mut head = 0;
+        while head < self.queue.len() {
+            let q = self.queue[head];
+            head += 1;
+            let d = marks[q as usize].1;
+            if d == REGION_CYCLE {
+                continue;
+            }
+            let next: &[u32] = if forward {
+                self.dfa.row(q)
+            } else {
+                &self.preds
+                    [self.pred_off[q as usize] as usize..self.pred_off[q as usize + 1] as usize]
+            };
+            for &t in next {
+                if t != DEAD && marks[t as usize].0 != epoch {
+                    marks[t as usize] = (epoch, d + 1);
+                    self.queue.push(t);
+                }
+            }
+        }
+    }
+}
