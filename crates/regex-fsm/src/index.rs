@@ -949,6 +949,17 @@ mod tests {
                 every.fill(s, &mut a);
                 shared.fill(s, &mut b);
                 assert!(a == b, "{p}: row of state {s} differs");
+                // Small vocabularies: against the definition, token by token.
+                if vocab.vocab_size() <= 4096 && s != DEAD {
+                    for (id, bytes) in vocab.grammar_tokens() {
+                        let expected = dfa.walk(s, bytes).is_ok_and(|t| t != DEAD);
+                        assert_eq!(
+                            a[id as usize / 32] >> (id % 32) & 1 == 1,
+                            expected,
+                            "{p}: state {s}, token {id} {bytes:?}"
+                        );
+                    }
+                }
             }
             let (e, s) = (every.stats(), shared.stats());
             assert_eq!(e.unique_rows, s.unique_rows, "{p}");
