@@ -82,18 +82,93 @@ mod sealed {
     impl Sealed for half::bf16 {}
 }
 
-struct Kernels {
-    vec_b32: CudaFunction,
-    vec_b16: CudaFunction,
-    scalar_b32: CudaFunction,
-    scalar_b16: CudaFunction,
+/// The kernel's entry points, as named in [`KERNEL_SOURCE`].
+pub const ENTRY_POINTS: [&str; 4] = [VEC_B32, VEC_B16, SCALAR_B32, SCALAR_B16];
+const VEC_B32: &str = "apply_bitmask_vec_b32";
+const VEC_B16: &str = "apply_bitmask_vec_b16";
+const SCALAR_B32: &str = "apply_bitmask_scalar_b32";
+const SCALAR_B16: &str = "apply_bitmask_scalar_b16";
+
+/// One apply's launch: which entry point, on which grid, with which scalar
+/// arguments. [`launch_plan`] makes it; [`CudaDevice`] launches exactly that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchPlan {
+    /// One of [`ENTRY_POINTS`].
+    pub kernel: &'static str,
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    pub num_rows: u32,
+    pub batch: u32,
+    pub vocab: u32,
+    pub words: u32,
+    /// The 16-bit `-inf` pattern, the last argument of the 16-bit kernels;
+    /// `None` for f32.
+    pub neg16: Option<u32>,
+}
+
+/// Plans masking `num_rows` rows (`shape.batch`, or the length of the index
+/// list) of `dtype` logits at device address `logits_addr`: the vector kernel
+/// when `vector_access` is on and every row starts 16-byte aligned, else the
+/// scalar one. `Ok(None)` when there is nothing to mask; an error when a size
+/// does not fit the kernel's 32-bit arguments.
+pub fn launch_plan(
+    dtype: DType,
+    shape: ApplyShape,
+    num_rows: usize,
+    logits_addr: u64,
+    vector_access: bool,
+) -> Result<Option<LaunchPlan>, DeviceError> {
+    if num_rows == 0 || shape.batch == 0 {
+        return Ok(None);
+    }
+    let to_u32 = |what: &str, n: usize| {
+        u32::try_from(n)
+            .map_err(|_| DeviceError::Shape(format!("{what} {n} does not fit in 32 bits")))
+    };
+    let (num_rows_u, batch, vocab, words) = (
+        to_u32("row count", num_rows)?,
+        to_u32("batch", shape.batch)?,
+        to_u32("vocab", shape.vocab)?,
+        to_u32("bitmask row words", shape.words)?,
+    );
+    let elems_per_vector = 16 / dtype.size();
+    let vector = vector_access
+        && shape.vocab.is_multiple_of(elems_per_vector)
+        && logits_addr.is_multiple_of(16);
+    let kernel = match (dtype, vector) {
+        (DType::F32, true) => VEC_B32,
+        (DType::F32, false) => SCALAR_B32,
+        (_, true) => VEC_B16,
+        (_, false) => SCALAR_B16,
+    };
+    let tiles = shape.vocab.div_ceil(TILE_LOGITS);
+    let warps = (BLOCK_THREADS / 32) as usize;
+    Ok(Some(LaunchPlan {
+        kernel,
+        grid: (
+            to_u32("grid", tiles.div_ceil(warps))?,
+            num_rows.min(MAX_GRID_Y) as u32,
+            1,
+        ),
+        block: (BLOCK_THREADS, 1, 1),
+        num_rows: num_rows_u,
+        batch,
+        vocab,
+        words,
+        neg16: match dtype {
+            DType::F16 => Some(u32::from(NEG_INF_F16_BITS)),
+            DType::Bf16 => Some(u32::from(NEG_INF_BF16_BITS)),
+            DType::F32 => None,
+        },
+    }))
 }
 
 /// A CUDA GPU that applies token bitmasks; see the crate docs.
 pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    kernels: Kernels,
+    /// Every entry point of [`ENTRY_POINTS`], by name.
+    kernels: Vec<(&'static str, CudaFunction)>,
     ordinal: usize,
     device_name: String,
     compute_capability: (i32, i32),
@@ -162,17 +237,15 @@ impl CudaDevice {
         let module = ctx
             .load_module(compile_kernel(compute_capability)?)
             .map_err(|e| unavailable("loading the kernel module", &e))?;
-        let load = |name: &str| {
-            module
-                .load_function(name)
-                .map_err(|e| unavailable(&format!("kernel {name}"), &e))
-        };
-        let kernels = Kernels {
-            vec_b32: load("apply_bitmask_vec_b32")?,
-            vec_b16: load("apply_bitmask_vec_b16")?,
-            scalar_b32: load("apply_bitmask_scalar_b32")?,
-            scalar_b16: load("apply_bitmask_scalar_b16")?,
-        };
+        let kernels = ENTRY_POINTS
+            .iter()
+            .map(|&name| {
+                let function = module
+                    .load_function(name)
+                    .map_err(|e| unavailable(&format!("kernel {name}"), &e))?;
+                Ok((name, function))
+            })
+            .collect::<Result<_, DeviceError>>()?;
         let stream = ctx.new_stream().map_err(|e| unavailable("stream", &e))?;
         Ok(CudaDevice {
             ctx,
@@ -299,57 +372,31 @@ impl CudaDevice {
         indices: Option<(CUdeviceptr, usize)>,
     ) -> Result<(), DeviceError> {
         let num_rows = indices.map_or(shape.batch, |(_, n)| n);
-        if num_rows == 0 || shape.batch == 0 {
+        let Some(plan) = launch_plan(dtype, shape, num_rows, logits, self.vector_access)? else {
             return Ok(());
-        }
-        let to_u32 = |what: &str, n: usize| {
-            u32::try_from(n)
-                .map_err(|_| DeviceError::Shape(format!("{what} {n} does not fit in 32 bits")))
         };
-        let (num_rows_u, batch_u, vocab_u, words_u) = (
-            to_u32("row count", num_rows)?,
-            to_u32("batch", shape.batch)?,
-            to_u32("vocab", shape.vocab)?,
-            to_u32("bitmask row words", shape.words)?,
-        );
-        let elems_per_vector = 16 / dtype.size();
-        let vector = self.vector_access
-            && shape.vocab.is_multiple_of(elems_per_vector)
-            && logits.is_multiple_of(16);
-        let kernel = match (dtype, vector) {
-            (DType::F32, true) => &self.kernels.vec_b32,
-            (DType::F32, false) => &self.kernels.scalar_b32,
-            (_, true) => &self.kernels.vec_b16,
-            (_, false) => &self.kernels.scalar_b16,
-        };
-        let tiles = shape.vocab.div_ceil(TILE_LOGITS);
-        let warps = (BLOCK_THREADS / 32) as usize;
+        let (_, kernel) = self
+            .kernels
+            .iter()
+            .find(|(name, _)| *name == plan.kernel)
+            .expect("launch_plan picks one of ENTRY_POINTS, all loaded in open()");
         let cfg = LaunchConfig {
-            grid_dim: (
-                to_u32("grid", tiles.div_ceil(warps))?,
-                num_rows.min(MAX_GRID_Y) as u32,
-                1,
-            ),
-            block_dim: (BLOCK_THREADS, 1, 1),
+            grid_dim: plan.grid,
+            block_dim: plan.block,
             shared_mem_bytes: 0,
         };
         let index_ptr: CUdeviceptr = indices.map_or(0, |(p, _)| p);
-        let neg16 = match dtype {
-            DType::F16 => u32::from(NEG_INF_F16_BITS),
-            DType::Bf16 => u32::from(NEG_INF_BF16_BITS),
-            DType::F32 => 0,
-        };
         let mut launch = self.stream.launch_builder(kernel);
         launch
             .arg(&logits)
             .arg(&bitmask)
             .arg(&index_ptr)
-            .arg(&num_rows_u)
-            .arg(&batch_u)
-            .arg(&vocab_u)
-            .arg(&words_u);
-        if dtype != DType::F32 {
-            launch.arg(&neg16);
+            .arg(&plan.num_rows)
+            .arg(&plan.batch)
+            .arg(&plan.vocab)
+            .arg(&plan.words);
+        if let Some(neg16) = &plan.neg16 {
+            launch.arg(neg16);
         }
         // SAFETY: the argument list matches the kernel's signature (three
         // device addresses, four u32, plus the -inf pattern for 16-bit).
@@ -494,6 +541,41 @@ mod tests {
             Err(DeviceError::Unavailable(why)) => assert!(!why.is_empty()),
             other => panic!("expected Unavailable, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn entry_points_are_in_the_kernel_source() {
+        for name in ENTRY_POINTS {
+            let decl = format!("extern \"C\" __global__ void {name}(");
+            assert!(KERNEL_SOURCE.contains(&decl), "{name} not in the kernel");
+        }
+    }
+
+    #[test]
+    fn launch_plan_takes_the_vector_kernel_only_for_aligned_rows() {
+        let shape = |batch, vocab| ApplyShape {
+            batch,
+            vocab,
+            words: usize::div_ceil(vocab, 32),
+        };
+        let kernel = |dtype, vocab, addr, vector_access| {
+            launch_plan(dtype, shape(2, vocab), 2, addr, vector_access)
+                .unwrap()
+                .unwrap()
+                .kernel
+        };
+        assert_eq!(kernel(DType::F32, 1000, 0x1000, true), VEC_B32);
+        assert_eq!(kernel(DType::F32, 1000, 0x1004, true), SCALAR_B32);
+        assert_eq!(kernel(DType::F32, 1001, 0x1000, true), SCALAR_B32);
+        assert_eq!(kernel(DType::F32, 1000, 0x1000, false), SCALAR_B32);
+        assert_eq!(kernel(DType::Bf16, 1000, 0x1000, true), VEC_B16);
+        assert_eq!(kernel(DType::F16, 1004, 0x1000, true), SCALAR_B16);
+        assert_eq!(launch_plan(DType::F32, shape(2, 32), 0, 0, true), Ok(None));
+        assert_eq!(launch_plan(DType::F32, shape(0, 32), 3, 0, true), Ok(None));
+        let many = launch_plan(DType::F16, shape(4, 5000), 70_000, 0, true).unwrap();
+        let many = many.unwrap();
+        assert_eq!((many.grid, many.block), ((2, 65_535, 1), (128, 1, 1)));
+        assert_eq!(many.neg16, Some(0xFC00));
     }
 
     /// Compiles the kernel wherever NVRTC can be loaded, GPU or not (e.g.
