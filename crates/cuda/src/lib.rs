@@ -350,12 +350,7 @@ impl CudaDevice {
         bitmask: CUdeviceptr,
         indices: Option<(CUdeviceptr, usize)>,
     ) -> Result<(), DeviceError> {
-        let shape = ApplyShape::validate(
-            shape.batch * shape.vocab,
-            shape.vocab,
-            shape.batch * shape.words,
-            None,
-        )?;
+        let shape = validate_raw(dtype, logits, shape, bitmask, indices)?;
         // SAFETY: forwarded to the caller.
         unsafe { self.launch(dtype, logits, shape, bitmask, indices) }
     }
@@ -455,6 +450,46 @@ impl MaskDevice for CudaDevice {
     }
 }
 
+/// [`CudaDevice::apply_raw`]'s checks of what it can see: sizes that fit
+/// and addresses aligned for their element types.
+fn validate_raw(
+    dtype: DType,
+    logits: CUdeviceptr,
+    shape: ApplyShape,
+    bitmask: CUdeviceptr,
+    indices: Option<(CUdeviceptr, usize)>,
+) -> Result<ApplyShape, DeviceError> {
+    let elems = |per_row: usize, what: &str| {
+        shape.batch.checked_mul(per_row).ok_or_else(|| {
+            DeviceError::Shape(format!(
+                "{what}: batch {} x {per_row} overflows usize",
+                shape.batch
+            ))
+        })
+    };
+    let shape = ApplyShape::validate(
+        elems(shape.vocab, "logits")?,
+        shape.vocab,
+        elems(shape.words, "bitmask")?,
+        None,
+    )?;
+    let aligned = |what: &str, addr: CUdeviceptr, align: u64| {
+        if addr.is_multiple_of(align) {
+            Ok(())
+        } else {
+            Err(DeviceError::Shape(format!(
+                "{what} address {addr:#x} is not {align}-byte aligned"
+            )))
+        }
+    };
+    aligned("logits", logits, dtype.size() as u64)?;
+    aligned("bitmask", bitmask, 4)?;
+    if let Some((ix, _)) = indices {
+        aligned("indices", ix, 4)?;
+    }
+    Ok(shape)
+}
+
 fn device_err(e: impl std::fmt::Display) -> DeviceError {
     DeviceError::Device(format!("CUDA: {e}"))
 }
@@ -541,6 +576,74 @@ mod tests {
             Err(DeviceError::Unavailable(why)) => assert!(!why.is_empty()),
             other => panic!("expected Unavailable, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn raw_addresses_and_sizes_are_checked() {
+        let shape = |batch, vocab, words| ApplyShape {
+            batch,
+            vocab,
+            words,
+        };
+        let ok = validate_raw(
+            DType::F16,
+            0x1002,
+            shape(2, 33, 2),
+            0x2000,
+            Some((0x3004, 1)),
+        );
+        assert_eq!(ok.unwrap(), shape(2, 33, 2));
+        let err = |r: Result<ApplyShape, DeviceError>| r.unwrap_err().to_string();
+        assert!(
+            err(validate_raw(
+                DType::F16,
+                0x1001,
+                shape(1, 8, 1),
+                0x2000,
+                None
+            ))
+            .contains("logits address 0x1001")
+        );
+        assert!(
+            err(validate_raw(
+                DType::F32,
+                0x1002,
+                shape(1, 8, 1),
+                0x2000,
+                None
+            ))
+            .contains("4-byte aligned")
+        );
+        assert!(
+            err(validate_raw(
+                DType::F32,
+                0x1000,
+                shape(1, 8, 1),
+                0x2002,
+                None
+            ))
+            .contains("bitmask address")
+        );
+        assert!(
+            err(validate_raw(
+                DType::F32,
+                0x1000,
+                shape(1, 8, 1),
+                0x2000,
+                Some((0x3001, 1))
+            ))
+            .contains("indices address")
+        );
+        assert!(
+            err(validate_raw(
+                DType::F32,
+                0x1000,
+                shape(usize::MAX, 8, 1),
+                0x2000,
+                None
+            ))
+            .contains("overflows")
+        );
     }
 
     #[test]
