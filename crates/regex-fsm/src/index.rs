@@ -97,7 +97,10 @@ struct Walker<'a> {
     /// Whether walks collect the states whole tokens lead to.
     successors: bool,
     stack: Vec<u32>,
-    allowed: Vec<u32>,
+    /// The row being walked, as `words` words, and how many bits are set
+    /// (a token is added at most once per walk: each has one trie node).
+    bits: Vec<u32>,
+    count: usize,
     seen: Vec<u32>,
     epoch: u32,
 }
@@ -127,7 +130,8 @@ impl<'a> Walker<'a> {
             words,
             successors,
             stack: vec![DEAD; trie.max_depth + 1],
-            allowed: Vec::new(),
+            bits: vec![0; words],
+            count: 0,
             seen: if successors {
                 vec![0; dfa.num_states()]
             } else {
@@ -138,7 +142,6 @@ impl<'a> Walker<'a> {
     }
 
     fn walk(&mut self, state: u32) -> Walked {
-        self.allowed.clear();
         self.epoch += 1;
         let mut successors = Vec::new();
         let visited = self.walk_below(0, state * self.stride, Some(&mut successors));
@@ -147,7 +150,7 @@ impl<'a> Walker<'a> {
 
     /// Walks the subtree below trie node `from` (the node itself excluded)
     /// from the premultiplied DFA state `state`, adding the tokens that
-    /// survive to `allowed` (and, when collecting, the states they reach to
+    /// survive to the row (and, when collecting, the states they reach to
     /// `successors`). Returns the nodes visited.
     fn walk_below(
         &mut self,
@@ -178,7 +181,8 @@ impl<'a> Walker<'a> {
             stack[depth] = s;
             let (lo, hi) = (token_start[i] as usize, token_start[i + 1] as usize);
             if lo != hi {
-                self.allowed.extend_from_slice(&tokens[lo..hi]);
+                add_tokens(&mut self.bits, &tokens[lo..hi]);
+                self.count += hi - lo;
                 if self.successors
                     && let Some(successors) = successors.as_deref_mut()
                 {
@@ -212,7 +216,8 @@ impl<'a> Walker<'a> {
         }
         let stack = &mut self.stack[..];
         stack[0] = region.actual[0] * stride;
-        let mut inside = Vec::new();
+        let mut inside = vec![0u32; self.words];
+        let mut inside_count = 0;
         let mut frontier = Vec::new();
         let mut visited = 0u64;
         let mut i = 1;
@@ -237,11 +242,14 @@ impl<'a> Walker<'a> {
                 continue;
             }
             stack[depth] = s;
-            inside.extend_from_slice(&tokens[token_start[i] as usize..token_start[i + 1] as usize]);
+            let (lo, hi) = (token_start[i] as usize, token_start[i + 1] as usize);
+            add_tokens(&mut inside, &tokens[lo..hi]);
+            inside_count += hi - lo;
             i += 1;
         }
         RegionWalk {
             inside,
+            inside_count,
             frontier,
             visited,
         }
@@ -251,8 +259,8 @@ impl<'a> Walker<'a> {
     /// form: the tokens inside, plus each frontier node's tokens and subtree
     /// walked from where this region's transition leads.
     fn expand(&mut self, region: &Region, walk: &RegionWalk) -> Walked {
-        self.allowed.clear();
-        self.allowed.extend_from_slice(&walk.inside);
+        self.bits.copy_from_slice(&walk.inside);
+        self.count = walk.inside_count;
         let mut visited = 0;
         for f in &walk.frontier {
             let from = region.actual[f.from as usize] * self.stride;
@@ -266,24 +274,31 @@ impl<'a> Walker<'a> {
                 self.trie.token_start[i] as usize,
                 self.trie.token_start[i + 1] as usize,
             );
-            self.allowed.extend_from_slice(&self.trie.tokens[lo..hi]);
+            add_tokens(&mut self.bits, &self.trie.tokens[lo..hi]);
+            self.count += hi - lo;
             visited += self.walk_below(i, s, None);
         }
         self.finish(Vec::new(), visited)
     }
 
-    /// The row of the tokens in `allowed`.
+    /// The row walked into `bits`, which it leaves clear.
     fn finish(&mut self, successors: Vec<u32>, visited: u64) -> Walked {
-        let row = if self.allowed.len() * SPARSE_DIVISOR <= self.words {
-            self.allowed.sort_unstable();
-            Row::Sparse(self.allowed.as_slice().into())
-        } else {
-            let mut words = vec![0u32; self.words].into_boxed_slice();
-            for &t in &self.allowed {
-                words[t as usize / 32] |= 1 << (t % 32);
+        let row = if self.count * SPARSE_DIVISOR <= self.words {
+            let mut ids = Vec::with_capacity(self.count);
+            for (w, word) in self.bits.iter_mut().enumerate() {
+                let mut x = std::mem::take(word);
+                while x != 0 {
+                    ids.push(w as u32 * 32 + x.trailing_zeros());
+                    x &= x - 1;
+                }
             }
-            Row::Dense(words)
+            Row::Sparse(ids.into_boxed_slice())
+        } else {
+            let row = Row::Dense(self.bits.as_slice().into());
+            self.bits.fill(0);
+            row
         };
+        self.count = 0;
         let hash = match &row {
             Row::Dense(w) => hash_words(w, 1),
             Row::Sparse(w) => hash_words(w, 2),
@@ -294,6 +309,14 @@ impl<'a> Walker<'a> {
             successors,
             visited,
         }
+    }
+}
+
+/// Sets the bits of `tokens` in the row `bits`.
+#[inline]
+fn add_tokens(bits: &mut [u32], tokens: &[u32]) {
+    for &t in tokens {
+        bits[t as usize / 32] |= 1 << (t % 32);
     }
 }
 

@@ -49,8 +49,10 @@ pub(super) struct Region {
 /// One walk of a region, in canonical terms.
 #[derive(Debug)]
 pub(super) struct RegionWalk {
-    /// Tokens whose bytes keep the entry inside the region (and alive).
+    /// Tokens whose bytes keep the entry inside the region (and alive), as
+    /// a row of mask words, and how many.
     pub inside: Vec<u32>,
+    pub inside_count: usize,
     /// Where tokens leave the region.
     pub frontier: Vec<Frontier>,
     pub visited: u64,
