@@ -42,6 +42,23 @@ pub fn load_tokenizer_sized(
     }
 }
 
+/// `--option KEY=VALUE` flags (repeatable) into a [`BackendConfig`]: each
+/// lands in `options` under KEY, read by the backend that knows it.
+pub fn backend_config(options: &[String]) -> Result<BackendConfig, BadInput> {
+    let mut config = BackendConfig::default();
+    for option in options {
+        let Some((key, value)) = option.split_once('=') else {
+            return Err(BadInput(format!(
+                "--option {option:?}: expected KEY=VALUE (e.g. walk_cache_bytes=0)"
+            )));
+        };
+        config
+            .options
+            .insert(key.trim().into(), value.trim().into());
+    }
+    Ok(config)
+}
+
 pub fn make_backend(
     name: &str,
     config: &BackendConfig,

@@ -3,7 +3,7 @@
 use crate::common::{self, BadInput};
 use clap::Args;
 use tokensieve::bitmask::{row_count_allowed, row_is_allowed};
-use tokensieve::{BackendConfig, Constraint, ConstraintSpec, SpecOptions, Whitespace};
+use tokensieve::{Constraint, ConstraintSpec, SpecOptions, Whitespace};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("spec").required(true).args(["schema", "json", "regex", "choice", "grammar"])))]
@@ -44,6 +44,10 @@ pub struct MaskArgs {
     /// The model's vocab size (logit rows), when larger than the tokenizer's.
     #[arg(long)]
     pub vocab_size: Option<usize>,
+    /// A backend knob, KEY=VALUE (repeatable), e.g. `walk_cache_bytes=0`
+    /// for regex-fsm (the knobs are listed in its `RegexFsmConfig`).
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
     /// The text to walk through the constraint.
     #[arg(long)]
     pub text: String,
@@ -82,7 +86,8 @@ impl MaskArgs {
 
 pub fn run(args: &MaskArgs) -> anyhow::Result<u8> {
     let tok = common::load_tokenizer_sized(&args.tokenizer, args.vocab_size)?;
-    let backend = common::make_backend(&args.backend, &BackendConfig::default(), &tok)?;
+    let backend =
+        common::make_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
     let constraint = args.constraint()?;
     common::check_kind(backend.as_ref(), &constraint)?;
     let grammar = backend.compile(&constraint).map_err(BadInput::from)?;

@@ -224,3 +224,54 @@ fn bad_input_is_one_line_and_exit_2() {
     );
     assert_bad_input(&missing, "/nonexistent.json");
 }
+
+#[test]
+fn backend_options_reach_the_backend() {
+    let tok = tokenizer();
+    // 3 states cannot hold "abcde": the knob was applied.
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &[
+            "--regex",
+            "abcde",
+            "--text",
+            "abcde",
+            "--option",
+            "max_dfa_states=3",
+        ],
+    );
+    assert_bad_input(&o, "max_dfa_states");
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &[
+            "--regex",
+            "abcde",
+            "--text",
+            "abcde",
+            "--option",
+            "walk_cache_bytes=0",
+        ],
+    );
+    assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &[
+            "--regex",
+            "a",
+            "--text",
+            "a",
+            "--option",
+            "max_dfa_states=many",
+        ],
+    );
+    assert_bad_input(&o, "max_dfa_states");
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &["--regex", "a", "--text", "a", "--option", "minimize"],
+    );
+    assert_bad_input(&o, "KEY=VALUE");
+}

@@ -3,7 +3,7 @@
 
 use crate::config::RegexFsmConfig;
 use crate::dfa::{ByteDfa, DfaLimits};
-use crate::index::{IndexStats, TokenIndex};
+use crate::index::{IndexOptions, IndexStats, TokenIndex};
 use crate::json_schema;
 use crate::matcher::RegexMatcher;
 use crate::trie::TokenTrie;
@@ -110,8 +110,11 @@ impl RegexFsmBackend {
             &dfa,
             &self.trie,
             self.vocab.mask_words(),
-            c.max_index_bytes,
-            c.parallel_build,
+            &IndexOptions {
+                max_bytes: c.max_index_bytes,
+                parallel: c.parallel_build,
+                walk_cache_bytes: c.walk_cache_bytes,
+            },
         )?;
         let index_time = index_start.elapsed();
         let build = BuildStats {

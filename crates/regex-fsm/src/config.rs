@@ -14,7 +14,8 @@ use tokensieve_core::{BackendConfig, GrammarError};
 ///
 /// Through the registry (`BackendConfig::options`), the same knobs are read
 /// by name: `max_dfa_states`, `nfa_size_limit`, `dfa_size_limit`,
-/// `max_index_bytes`, `minimize`, `max_whitespace`, `parallel_build`
+/// `max_index_bytes`, `minimize`, `max_whitespace`, `parallel_build`,
+/// `walk_cache_bytes`
 /// (see [`RegexFsmConfig::from_backend_config`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegexFsmConfig {
@@ -51,6 +52,11 @@ pub struct RegexFsmConfig {
     /// (benchmarks are single-threaded; a serving engine compiling in the
     /// background may prefer `true`).
     pub parallel_build: bool,
+    /// Budget in bytes of the process-wide cache of loop walks (see
+    /// `TokenIndex`): the walk of a loop shape, such as the JSON string body,
+    /// is kept for every later build on the same vocabulary. Default 64 MiB;
+    /// 0 turns it off, so every build starts cold.
+    pub walk_cache_bytes: usize,
 }
 
 impl Default for RegexFsmConfig {
@@ -64,6 +70,7 @@ impl Default for RegexFsmConfig {
             minimize: true,
             max_whitespace: 20,
             parallel_build: false,
+            walk_cache_bytes: 64 << 20,
         }
     }
 }
@@ -84,6 +91,7 @@ impl RegexFsmConfig {
             minimize: config.option("minimize", d.minimize)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
             parallel_build: config.option("parallel_build", d.parallel_build)?,
+            walk_cache_bytes: config.option("walk_cache_bytes", d.walk_cache_bytes)?,
         };
         parsed.validate()?;
         Ok(parsed)

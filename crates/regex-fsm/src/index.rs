@@ -12,8 +12,9 @@ mod region;
 use crate::dfa::{ByteDfa, DEAD};
 use crate::trie::TokenTrie;
 use rayon::prelude::*;
-use region::{Frontier, Region, RegionFinder, RegionWalk};
+use region::{Frontier, Region, RegionFinder, RegionWalk, WalkCache};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokensieve_core::{GrammarError, Location};
 
 /// A row is stored sparse when at most `words / SPARSE_DIVISOR` tokens are
@@ -56,8 +57,10 @@ pub struct IndexStats {
     /// Trie nodes visited, over all states.
     pub nodes_visited: u64,
     /// Walks of a loop shared by several states (see `index/region.rs`),
-    /// and the states whose rows came from one.
+    /// those found in the walk cache instead, and the states whose rows came
+    /// from either.
     pub region_walks: usize,
+    pub region_cache_hits: usize,
     pub region_states: usize,
     /// States reachable from the start through whole tokens.
     pub token_reachable_states: usize,
@@ -65,6 +68,17 @@ pub struct IndexStats {
     /// continue (the vocabulary cannot spell what the regex needs next).
     /// Always 0 for vocabularies with a token for every byte.
     pub stuck_states: usize,
+}
+
+/// How an index is built.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexOptions {
+    /// Limit on the bytes of rows (`max_index_bytes`).
+    pub max_bytes: usize,
+    /// Walk states on rayon's pool.
+    pub parallel: bool,
+    /// Budget of the process-wide cache of region walks; 0 disables it.
+    pub walk_cache_bytes: usize,
 }
 
 /// Per-state mask rows for one (regex, vocabulary).
@@ -236,7 +250,6 @@ impl<'a> Walker<'a> {
                 frontier.push(Frontier {
                     node: i as u32,
                     from: canon[(parent / stride) as usize] - 1,
-                    class,
                 });
                 i = node.next as usize;
                 continue;
@@ -264,7 +277,8 @@ impl<'a> Walker<'a> {
         let mut visited = 0;
         for f in &walk.frontier {
             let from = region.actual[f.from as usize] * self.stride;
-            let s = self.trans[(from + f.class as u32) as usize];
+            let class = self.classes[self.trie.nodes[f.node as usize].byte as usize];
+            let s = self.trans[(from + class as u32) as usize];
             debug_assert!(
                 s != DEAD,
                 "a frontier transition is live in every region of its form"
@@ -500,74 +514,104 @@ enum Plan {
 struct Plans {
     /// One per representative, in order.
     plans: Vec<Plan>,
-    walks: Vec<RegionWalk>,
+    walks: Vec<Arc<RegionWalk>>,
+    /// Of `walks`, those walked here (the rest came from the cache).
+    walked: usize,
+    nodes_visited: u64,
 }
 
-/// Plans the walks of `reps`: states whose region form occurs more than
-/// once share one region walk (walked here, from the form's first state).
+/// Plans the walks of `reps`. States whose region form occurs more than
+/// once share one region walk; with a walk cache every region is walked
+/// through it, so later builds find it.
 fn share_regions(
     dfa: &ByteDfa,
     trans: &[u32],
     trie: &TokenTrie,
     words: usize,
     reps: &[u32],
-    parallel: bool,
+    options: &IndexOptions,
 ) -> Plans {
     let mut finder = RegionFinder::new(dfa);
     let regions: Vec<Option<Region>> = reps.iter().map(|&s| finder.region(s)).collect();
-    // Form -> (count, first rep with it).
-    let mut forms: HashMap<&[u32], (usize, usize)> = HashMap::new();
-    for (k, r) in regions.iter().enumerate() {
-        if let Some(r) = r {
-            forms.entry(&r.form).or_insert((0, k)).0 += 1;
+    // Distinct forms, numbered in first-seen order: (count, first rep).
+    let mut forms: HashMap<&[u32], usize> = HashMap::new();
+    let mut seen: Vec<(usize, usize)> = Vec::new();
+    let form_of: Vec<Option<usize>> = regions
+        .iter()
+        .enumerate()
+        .map(|(k, r)| {
+            let r = r.as_ref()?;
+            let id = *forms.entry(&r.form).or_insert_with(|| {
+                seen.push((0, k));
+                seen.len() - 1
+            });
+            seen[id].0 += 1;
+            Some(id)
+        })
+        .collect();
+    let caching = options.walk_cache_bytes > 0;
+    // Forms worth a region walk, and where their walk will be.
+    let mut walk_of = vec![None; seen.len()];
+    let mut firsts = Vec::new();
+    for (id, &(count, first)) in seen.iter().enumerate() {
+        if caching || count > 1 {
+            walk_of[id] = Some(firsts.len());
+            firsts.push(first);
         }
     }
-    // Forms seen more than once get a walk, numbered by their first rep.
-    let mut firsts: Vec<usize> = forms
-        .values()
-        .filter(|&&(count, _)| count > 1)
-        .map(|&(_, first)| first)
+    let fingerprint = trie.fingerprint();
+    let form = |k: usize| &regions[k].as_ref().expect("has a region").form;
+    let mut walks: Vec<Option<Arc<RegionWalk>>> = firsts
+        .iter()
+        .map(|&k| {
+            if caching {
+                WalkCache::get(fingerprint, form(k))
+            } else {
+                None
+            }
+        })
         .collect();
-    firsts.sort_unstable();
-    let walk_of: Vec<Option<usize>> = {
-        let by_form: HashMap<&[u32], usize> = firsts
-            .iter()
-            .enumerate()
-            .map(|(w, &k)| {
-                (
-                    regions[k].as_ref().expect("has a region").form.as_slice(),
-                    w,
-                )
-            })
-            .collect();
-        regions
-            .iter()
-            .map(|r| {
-                r.as_ref()
-                    .and_then(|r| by_form.get(r.form.as_slice()).copied())
-            })
-            .collect()
+    let missing: Vec<usize> = (0..walks.len()).filter(|&w| walks[w].is_none()).collect();
+    let region_walk = |w: &mut Walker<'_>, &j: &usize| {
+        Arc::new(w.walk_region(regions[firsts[j]].as_ref().expect("has a region")))
     };
-    let region_walk =
-        |w: &mut Walker<'_>, &k: &usize| w.walk_region(regions[k].as_ref().expect("has a region"));
-    let walks: Vec<RegionWalk> = if parallel && firsts.len() > 1 {
-        firsts
+    let walked: Vec<Arc<RegionWalk>> = if options.parallel && missing.len() > 1 {
+        missing
             .par_iter()
             .map_init(|| Walker::new(dfa, trans, trie, words, false), region_walk)
             .collect()
     } else {
         let mut walker = Walker::new(dfa, trans, trie, words, false);
-        firsts.iter().map(|k| region_walk(&mut walker, k)).collect()
+        missing
+            .iter()
+            .map(|j| region_walk(&mut walker, j))
+            .collect()
     };
+    let nodes_visited = walked.iter().map(|w| w.visited).sum();
+    for (&j, walk) in missing.iter().zip(walked) {
+        if caching {
+            let form = form(firsts[j]).clone();
+            WalkCache::put(fingerprint, form, walk.clone(), options.walk_cache_bytes);
+        }
+        walks[j] = Some(walk);
+    }
     let plans = regions
         .into_iter()
-        .zip(walk_of)
-        .map(|(r, w)| match (r, w) {
+        .zip(form_of)
+        .map(|(r, id)| match (r, id.and_then(|id| walk_of[id])) {
             (Some(region), Some(walk)) => Plan::Shared { region, walk },
             _ => Plan::Alone,
         })
         .collect();
-    Plans { plans, walks }
+    Plans {
+        plans,
+        walks: walks
+            .into_iter()
+            .map(|w| w.expect("walked or cached"))
+            .collect(),
+        walked: missing.len(),
+        nodes_visited,
+    }
 }
 
 /// Predecessors over live edges (from live states), in CSR form: the
@@ -643,10 +687,9 @@ impl TokenIndex {
         dfa: &ByteDfa,
         trie: &TokenTrie,
         words: usize,
-        max_bytes: usize,
-        parallel: bool,
+        options: &IndexOptions,
     ) -> Result<TokenIndex, GrammarError> {
-        Self::build_with(dfa, trie, words, max_bytes, parallel, true)
+        Self::build_with(dfa, trie, words, options, true)
     }
 
     /// [`build`](Self::build); `share_rows: false` walks every state (the
@@ -655,8 +698,7 @@ impl TokenIndex {
         dfa: &ByteDfa,
         trie: &TokenTrie,
         words: usize,
-        max_bytes: usize,
-        parallel: bool,
+        options: &IndexOptions,
         share_rows: bool,
     ) -> Result<TokenIndex, GrammarError> {
         let n = dfa.num_states();
@@ -664,13 +706,13 @@ impl TokenIndex {
             rows: vec![Row::Sparse(Box::new([]))],
             by_hash: HashMap::new(),
             bytes: n * 4,
-            max_bytes,
+            max_bytes: options.max_bytes,
         };
         let empty_hash = hash_words(&[], 2);
         store.by_hash.insert(empty_hash, vec![0]);
         let mut state_row = vec![0u32; n];
         let mut visited = 0u64;
-        let (mut region_walks, mut region_states) = (0, 0);
+        let (mut region_walks, mut region_cache_hits, mut region_states) = (0, 0, 0);
         let trans = premultiplied(dfa);
         let (token_reachable_states, stuck_states) = if share_rows && bytes_are_tokens(dfa, trie) {
             // Every live state is token-reachable and none is stuck, so
@@ -682,7 +724,7 @@ impl TokenIndex {
                 reps[block[s as usize] as usize] = s;
             }
             let reps: Vec<u32> = reps.into_iter().filter(|&s| s != DEAD).collect();
-            let plans = share_regions(dfa, &trans, trie, words, &reps, parallel);
+            let plans = share_regions(dfa, &trans, trie, words, &reps, options);
             let mut block_row = vec![0u32; blocks];
             let mut record = |s: u32, w: Walked, store: &mut RowStore| {
                 block_row[block[s as usize] as usize] = store.insert(w.row, w.hash)?;
@@ -694,7 +736,7 @@ impl TokenIndex {
                 Plan::Shared { region, walk } => w.expand(region, &plans.walks[*walk]),
             };
             let jobs: Vec<(u32, &Plan)> = reps.iter().copied().zip(&plans.plans).collect();
-            if parallel && reps.len() > 1 {
+            if options.parallel && reps.len() > 1 {
                 for batch in jobs.chunks(PARALLEL_BATCH) {
                     let walked: Vec<Walked> = batch
                         .par_iter()
@@ -714,8 +756,9 @@ impl TokenIndex {
                     record(job.0, w, &mut store)?;
                 }
             }
-            visited += plans.walks.iter().map(|w| w.visited).sum::<u64>();
-            region_walks = plans.walks.len();
+            visited += plans.nodes_visited;
+            region_walks = plans.walked;
+            region_cache_hits = plans.walks.len() - plans.walked;
             region_states = plans
                 .plans
                 .iter()
@@ -731,7 +774,7 @@ impl TokenIndex {
                 &trans,
                 trie,
                 words,
-                parallel,
+                options.parallel,
                 &mut store,
                 &mut state_row,
                 &mut visited,
@@ -749,6 +792,7 @@ impl TokenIndex {
             bytes: store.bytes,
             nodes_visited: visited,
             region_walks,
+            region_cache_hits,
             region_states,
             token_reachable_states,
             stuck_states,
@@ -957,8 +1001,12 @@ mod tests {
         let mut region_states = 0;
         for &p in patterns {
             let dfa = dfa(p);
-            let every = TokenIndex::build_with(&dfa, &trie, words, usize::MAX, false, false);
-            let shared = TokenIndex::build_with(&dfa, &trie, words, usize::MAX, false, true);
+            let every = TokenIndex::build_with(&dfa, &trie, words, &options(0), false);
+            let shared = TokenIndex::build_with(&dfa, &trie, words, &options(0), true);
+            // Through the walk cache: a first build, and one that finds
+            // every region walk there.
+            let cached = TokenIndex::build_with(&dfa, &trie, words, &options(64 << 20), true);
+            let again = TokenIndex::build_with(&dfa, &trie, words, &options(64 << 20), true);
             let (every, shared) = match (every, shared) {
                 (Ok(e), Ok(s)) => (e, s),
                 (Err(e), Err(s)) => {
@@ -967,11 +1015,21 @@ mod tests {
                 }
                 (e, s) => panic!("{p}: {e:?} vs {s:?}"),
             };
+            let (cached, again) = (cached.unwrap(), again.unwrap());
+            let (c, g) = (cached.stats(), again.stats());
+            assert_eq!(g.region_walks, 0, "{p}: the second build walked a region");
+            assert_eq!(
+                g.region_cache_hits,
+                c.region_walks + c.region_cache_hits,
+                "{p}"
+            );
             let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
             for s in 0..dfa.num_states() as u32 {
                 every.fill(s, &mut a);
-                shared.fill(s, &mut b);
-                assert!(a == b, "{p}: row of state {s} differs");
+                for index in [&shared, &cached, &again] {
+                    index.fill(s, &mut b);
+                    assert!(a == b, "{p}: row of state {s} differs");
+                }
                 // Small vocabularies: against the definition, token by token.
                 if vocab.vocab_size() <= 4096 && s != DEAD {
                     for (id, bytes) in vocab.grammar_tokens() {
@@ -990,9 +1048,17 @@ mod tests {
             assert_eq!(e.stuck_states, s.stuck_states, "{p}");
             assert_eq!(e.token_reachable_states, s.token_reachable_states, "{p}");
             assert!(s.nodes_visited <= e.nodes_visited, "{p}");
-            region_states += s.region_states;
+            region_states += s.region_states.min(c.region_states);
         }
         region_states
+    }
+
+    fn options(walk_cache_bytes: usize) -> IndexOptions {
+        IndexOptions {
+            max_bytes: usize::MAX,
+            parallel: false,
+            walk_cache_bytes,
+        }
     }
 
     #[test]

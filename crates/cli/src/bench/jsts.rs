@@ -10,7 +10,6 @@ use clap::Args;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokensieve::BackendConfig;
 use tokensieve::bench_protocol::{
     CompileOutcome, WalkOptions, catch_panic, compile_with_timeout, walk,
 };
@@ -34,6 +33,10 @@ pub struct JstsArgs {
     /// Print every failed test (file, group, test, why).
     #[arg(long)]
     pub show_failures: bool,
+    /// A backend knob, KEY=VALUE (repeatable), e.g. `walk_cache_bytes=0`
+    /// for regex-fsm (the knobs are listed in its `RegexFsmConfig`).
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
     /// A draft directory of the suite (e.g. `tests/draft2020-12`) or one file.
     pub dir: String,
 }
@@ -178,7 +181,8 @@ pub fn run(args: &JstsArgs) -> anyhow::Result<u8> {
         .map(|f| parse_suite_file(f).map(|g| (f, g)))
         .collect::<Result<Vec<_>, _>>()?;
     let tok = common::load_tokenizer(&args.tokenizer)?;
-    let backend = common::make_backend(&args.backend, &BackendConfig::default(), &tok)?;
+    let backend =
+        common::make_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
     let vocab = backend.vocabulary().clone();
     let mut row = vec![0u32; vocab.mask_words()];
     let timeout = Duration::from_millis(args.compile_timeout_ms);

@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
+use tokensieve::GrammarBackend;
 use tokensieve::bench_protocol::{
     CompileOutcome, WalkOptions, catch_panic, compile_with_timeout, walk,
 };
 use tokensieve::maskbench::MaskBenchFile;
-use tokensieve::{BackendConfig, GrammarBackend};
 
 #[derive(Args)]
 pub struct MaskbenchArgs {
@@ -36,6 +36,10 @@ pub struct MaskbenchArgs {
     /// and may keep a CPU busy until it finishes.
     #[arg(long, default_value_t = 30_000)]
     pub compile_timeout_ms: u64,
+    /// A backend knob, KEY=VALUE (repeatable), e.g. `walk_cache_bytes=0`
+    /// for regex-fsm (the knobs are listed in its `RegexFsmConfig`).
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
     /// MaskBench files, or directories of them (their `*.json`, not recursive).
     #[arg(required = true)]
     pub inputs: Vec<String>,
@@ -44,7 +48,8 @@ pub struct MaskbenchArgs {
 pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
     let files = collect_json_files(&args.inputs)?;
     let tok = common::load_tokenizer(&args.tokenizer)?;
-    let backend = common::make_backend(&args.backend, &BackendConfig::default(), &tok)?;
+    let backend =
+        common::make_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
     // Every file is parsed before the first compile, so a malformed file
     // stops the run before hours are spent.
     let loaded = files

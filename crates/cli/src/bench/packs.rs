@@ -9,8 +9,8 @@ use crate::common::{self, BadInput};
 use clap::Args;
 use serde_json::{Value, json};
 use std::io::Write;
+use tokensieve::GrammarBackend;
 use tokensieve::bench_protocol::{WalkOptions, compile_timed, walk};
-use tokensieve::{BackendConfig, GrammarBackend};
 
 #[derive(Args)]
 pub struct PacksArgs {
@@ -20,6 +20,10 @@ pub struct PacksArgs {
     /// Path to a Hugging Face tokenizer.json (the one the packs were tokenized with).
     #[arg(long)]
     pub tokenizer: String,
+    /// A backend knob, KEY=VALUE (repeatable), e.g. `walk_cache_bytes=0`
+    /// for regex-fsm (the knobs are listed in its `RegexFsmConfig`).
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
     /// Pack files: `{"id", "schema", "tests": [{"valid", "text", "tokens"}]}`.
     pub packs: Vec<String>,
 }
@@ -74,7 +78,8 @@ fn emit(out: &mut impl Write, v: &Value) -> anyhow::Result<()> {
 
 pub fn run(args: &PacksArgs) -> anyhow::Result<u8> {
     let tok = common::load_tokenizer(&args.tokenizer)?;
-    let backend = common::make_backend(&args.backend, &BackendConfig::default(), &tok)?;
+    let backend =
+        common::make_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
     // Checked before `ready`: a malformed pack is bad input, not a crash.
     let packs = args
         .packs

@@ -8,18 +8,24 @@
 //! loop.
 //!
 //! The *region* of a state is the set of states on short cycles through it
-//! (at most [`REGION_CYCLE`] transitions), numbered breadth-first in class
+//! (at most [`REGION_CYCLE`] transitions), numbered breadth-first in byte
 //! order from the state, and its *form* lists every region state's
-//! transitions in that numbering (inside, dead, or leaving the region). Two
-//! states with the same form have isomorphic regions, so one walk of the
-//! region serves both: the tokens that never leave it are the same, and the
-//! trie nodes where a token leaves it (the frontier) are the same, as
-//! (canonical state, class) pairs. Each state then walks only the subtrees
-//! below its frontier, from where its own transitions lead. The row is
-//! exactly the one a full walk gives, whatever the region is; the region's
-//! shape only decides how much is shared.
+//! transition on every byte in that numbering (inside, dead, or leaving the
+//! region). Two states with the same form have isomorphic regions, so one
+//! walk of the region serves both: the tokens that never leave it are the
+//! same, and the trie nodes where a token leaves it (the frontier) are the
+//! same, with the same canonical state before the edge. Each state then walks
+//! only the subtrees below its frontier, from where its own transitions lead.
+//! The row is exactly the one a full walk gives, whatever the region is; the
+//! region's shape only decides how much is shared.
+//!
+//! Forms are over bytes, not the DFA's byte classes, so a walk depends only
+//! on the form and the vocabulary: [`WalkCache`] keeps walks across builds
+//! (the JSON string body of one schema is that of the next).
 
 use crate::dfa::{ByteDfa, DEAD};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// A region holds the states on cycles through its entry of at most this
 /// many transitions (a 4-byte UTF-8 character takes 4, a `\uXXXX` escape 6).
@@ -41,9 +47,9 @@ const CODE_EXIT: u32 = u32::MAX - 1;
 pub(super) struct Region {
     /// Region states in canonical order; `actual[0]` is the entry.
     pub actual: Vec<u32>,
-    /// Per canonical state, per class: the canonical index of the target,
+    /// Per canonical state, per byte: the canonical index of the target,
     /// [`CODE_DEAD`] or [`CODE_EXIT`].
-    pub form: Vec<u32>,
+    pub form: Arc<[u32]>,
 }
 
 /// One walk of a region, in canonical terms.
@@ -58,13 +64,18 @@ pub(super) struct RegionWalk {
     pub visited: u64,
 }
 
-/// A trie node whose edge leaves the region: taken from canonical state
-/// `from` on `class`.
+/// A trie node whose edge (its byte) leaves the region, taken from
+/// canonical state `from`.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Frontier {
     pub node: u32,
     pub from: u32,
-    pub class: u8,
+}
+
+impl RegionWalk {
+    fn bytes(&self) -> usize {
+        self.inside.len() * 4 + self.frontier.len() * std::mem::size_of::<Frontier>()
+    }
 }
 
 /// Finds regions; holds the reverse edges and scratch marks.
@@ -120,7 +131,8 @@ impl<'a> RegionFinder<'a> {
         let mut form = Vec::new();
         let mut i = 0;
         while i < actual.len() {
-            for &t in self.dfa.row(actual[i]) {
+            for b in 0..=255u8 {
+                let t = self.dfa.next(actual[i], b);
                 let code = if t == DEAD {
                     CODE_DEAD
                 } else if !in_region(t) {
@@ -138,7 +150,10 @@ impl<'a> RegionFinder<'a> {
             }
             i += 1;
         }
-        Some(Region { actual, form })
+        Some(Region {
+            actual,
+            form: form.into(),
+        })
     }
 
     /// Breadth-first distances (at most [`REGION_CYCLE`]) from `state`
@@ -174,5 +189,63 @@ impl<'a> RegionFinder<'a> {
                 }
             }
         }
+    }
+}
+
+/// Region walks kept across builds, keyed by vocabulary fingerprint and
+/// form, oldest dropped first beyond a byte budget. Process-wide, like the
+/// token trie.
+pub(super) struct WalkCache {
+    walks: HashMap<(u64, Arc<[u32]>), Arc<RegionWalk>>,
+    order: VecDeque<(u64, Arc<[u32]>)>,
+    bytes: usize,
+}
+
+static WALK_CACHE: Mutex<Option<WalkCache>> = Mutex::new(None);
+
+impl WalkCache {
+    /// Bytes an entry is charged: its walk and its key.
+    fn charge(form: &[u32], walk: &RegionWalk) -> usize {
+        walk.bytes() + form.len() * 4
+    }
+
+    /// The cached walk of `form` over the vocabulary `fingerprint`.
+    pub fn get(fingerprint: u64, form: &Arc<[u32]>) -> Option<Arc<RegionWalk>> {
+        let cache = WALK_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .as_ref()?
+            .walks
+            .get(&(fingerprint, form.clone()))
+            .cloned()
+    }
+
+    /// Keeps `walk` under a budget of `max_bytes` for the whole cache (0:
+    /// keep nothing).
+    pub fn put(fingerprint: u64, form: Arc<[u32]>, walk: Arc<RegionWalk>, max_bytes: usize) {
+        let charge = Self::charge(&form, &walk);
+        if charge > max_bytes {
+            return;
+        }
+        let mut guard = WALK_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = guard.get_or_insert_with(|| WalkCache {
+            walks: HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+        });
+        let key = (fingerprint, form);
+        if cache.walks.contains_key(&key) {
+            return;
+        }
+        while cache.bytes + charge > max_bytes {
+            let Some(old) = cache.order.pop_front() else {
+                break;
+            };
+            if let Some(w) = cache.walks.remove(&old) {
+                cache.bytes -= Self::charge(&old.1, &w);
+            }
+        }
+        cache.bytes += charge;
+        cache.order.push_back(key.clone());
+        cache.walks.insert(key, walk);
     }
 }
