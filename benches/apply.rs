@@ -29,14 +29,19 @@
 //! cargo bench --features cuda,wgpu --bench apply -- apply/cuda
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tokensieve::{CpuDevice, DType, LogitsMut, MaskDevice};
 
 const BATCHES: [usize; 4] = [1, 16, 128, 512];
 const VOCABS: [usize; 3] = [32000, 128256, 151936];
+/// GPU benches rotate through input sets of about this many bytes in all.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 const ROTATE_TARGET_BYTES: usize = 256 << 20;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 const MAX_SETS: usize = 64;
 
 /// SplitMix64.
@@ -82,6 +87,7 @@ fn effective_bytes(dtype: DType, batch: usize, vocab: usize) -> u64 {
 
 /// How many input sets to rotate through so that the working set is not
 /// cache-resident.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
 fn sets_for(bytes: u64) -> usize {
     (ROTATE_TARGET_BYTES as u64)
         .div_ceil(bytes.max(1))
