@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Reads `../shared/data/tokenizers/<name>/tokenizer.json` (relative to the
-//! workspace root). Single-threaded unless `--parallel` is given.
+//! workspace root). Single-threaded unless `--parallel` is given; `--cold`
+//! turns the loop-walk cache off, so no regex reuses an earlier one's walks.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -70,6 +71,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let parallel = args.iter().any(|a| a == "--parallel");
     let minimize = !args.iter().any(|a| a == "--no-minimize");
+    // Cold: no loop walk is reused from an earlier regex of the run.
+    let walk_cache_bytes = if args.iter().any(|a| a == "--cold") {
+        0
+    } else {
+        RegexFsmConfig::default().walk_cache_bytes
+    };
     let mut names: Vec<&str> = args
         .iter()
         .filter(|a| !a.starts_with("--"))
@@ -112,6 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let config = RegexFsmConfig {
             parallel_build: parallel,
             minimize,
+            walk_cache_bytes,
             ..Default::default()
         };
         let backend = RegexFsmBackend::new(vocab.clone(), config);
