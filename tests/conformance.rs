@@ -42,6 +42,10 @@ fn spec_of(v: &Value) -> Constraint {
                 .map(|s| s.as_str().unwrap().to_string()),
         ),
         "json_schema" => Constraint::new(ConstraintSpec::JsonSchema(arg.to_string())),
+        "ebnf" => Constraint::new(ConstraintSpec::Ebnf {
+            grammar: arg["grammar"].as_str().unwrap().to_string(),
+            root: arg["root"].as_str().unwrap().to_string(),
+        }),
         other => panic!("unknown spec kind {other}"),
     }
 }

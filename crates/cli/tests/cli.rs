@@ -204,12 +204,12 @@ fn bad_input_is_one_line_and_exit_2() {
     let unknown = mask("nope", &tok, &["--regex", "a", "--text", "a"]);
     assert_bad_input(&unknown, "unknown backend `nope`");
 
-    let kind = mask(
+    let empty = mask(
         "regex-fsm",
         &tok,
         &["--grammar", "/dev/null", "--text", "a"],
     );
-    assert_bad_input(&kind, "does not support ebnf");
+    assert_bad_input(&empty, "the grammar is empty");
 
     let regex = mask("regex-fsm", &tok, &["--regex", "(a", "--text", "a"]);
     assert_bad_input(&regex, "regex");
@@ -274,4 +274,41 @@ fn backend_options_reach_the_backend() {
         &["--regex", "a", "--text", "a", "--option", "minimize"],
     );
     assert_bad_input(&o, "KEY=VALUE");
+}
+
+#[test]
+fn regular_grammars_run_on_the_regex_backend() {
+    let tok = tokenizer();
+    let dir = std::env::temp_dir().join(format!("tokensieve-cli-gbnf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("list.gbnf");
+    std::fs::write(
+        &list,
+        "root ::= item (\", \" root)?\nitem ::= [a-c]+ | [0-9]{1,3}\n",
+    )
+    .unwrap();
+    let list = list.display().to_string();
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &["--grammar", &list, "--text", "cab, 42, a"],
+    );
+    assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &["--grammar", &list, "--text", "cab,, a"],
+    );
+    assert_eq!(code(&o), 1, "stderr: {}", stderr(&o));
+    // Nested brackets are context-free: an error naming the rule and line.
+    let nested = dir.join("nested.gbnf");
+    std::fs::write(&nested, "root ::= \"x\" | \"[\" root \"]\"\n").unwrap();
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &["--grammar", &nested.display().to_string(), "--text", "[x]"],
+    );
+    assert_bad_input(&o, "rule `root`");
+    assert!(stderr(&o).contains("line 1"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -47,6 +47,8 @@
 pub mod gbnf;
 pub mod grammar;
 mod recognizer;
+pub mod regular;
 
 pub use gbnf::GbnfLimits;
 pub use grammar::{Alternative, ByteRange, CharClass, Grammar, Rule, RuleId, RuleOrigin, Symbol};
+pub use regular::RegularLimits;

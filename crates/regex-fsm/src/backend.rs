@@ -15,11 +15,12 @@ use tokensieve_core::{
 };
 
 /// The spec kinds this backend compiles.
-pub const SUPPORTED_KINDS: [SpecKind; 4] = [
+pub const SUPPORTED_KINDS: [SpecKind; 5] = [
     SpecKind::Regex,
     SpecKind::Choice,
     SpecKind::JsonSchema,
     SpecKind::JsonObject,
+    SpecKind::Ebnf,
 ];
 
 /// The regex backend for one vocabulary. Holds the vocabulary's token trie
@@ -76,6 +77,12 @@ impl RegexFsmBackend {
             ),
             ConstraintSpec::JsonObject => {
                 json_schema::json_object_regex(&constraint.options, self.config.max_whitespace)
+            }
+            // Regular grammars only: recursion in the middle of a rule is an
+            // error naming the rule.
+            ConstraintSpec::Ebnf { grammar, root } => {
+                tokensieve_earley::Grammar::from_gbnf(grammar, root)?
+                    .to_regex(&tokensieve_earley::RegularLimits::default())
             }
             other => Err(self.unsupported_spec(other.kind())),
         }

@@ -9,18 +9,23 @@
 //!
 //! ## When to use it
 //!
-//! Regular constraints: regexes, choice lists, and JSON Schemas without
+//! Regular constraints: regexes, choice lists, JSON Schemas without
 //! recursion (recursive schemas and `JsonObject` need `SpecOptions::max_depth`,
-//! which bounds their nesting). Compilation costs one trie walk per DFA state
-//! (milliseconds to tens of milliseconds for typical JSON-schema regexes on a
-//! 128k vocabulary); masks are then the cheapest there are. For context-free
-//! grammars use the `earley` backend.
+//! which bounds their nesting), and GBNF grammars whose language is regular
+//! (recursion only at one end of a rule, as repetition desugars to).
+//! Compilation costs one trie walk per DFA state (milliseconds to tens of
+//! milliseconds for typical JSON-schema regexes on a 128k vocabulary); masks
+//! are then the cheapest there are. Context-free grammars (recursion in the
+//! middle, like nested brackets) are an `Unsupported` error naming the rule:
+//! they need an Earley backend.
 //!
 //! ## Pipeline and types
 //!
 //! 1. [`RegexFsmBackend::lower`]: `Regex` as is; `Choice` as an alternation of
 //!    escaped strings; `JsonSchema` / `JsonObject` through [`json_schema`],
-//!    with JSON whitespace runs bounded by [`RegexFsmConfig::max_whitespace`].
+//!    with JSON whitespace runs bounded by [`RegexFsmConfig::max_whitespace`];
+//!    `Ebnf` through the GBNF front end of `tokensieve-earley` and
+//!    `Grammar::to_regex`.
 //! 2. [`ByteDfa`]: `regex-syntax` parses (look-around and back-references
 //!    are `Unsupported` errors with their byte offset), `regex-automata`
 //!    builds a dense DFA anchored at the start that must match the *whole*
@@ -113,7 +118,7 @@ tokensieve_core::inventory::submit! {
     BackendRegistration {
         name: BACKEND_NAME,
         aliases: &["outlines"],
-        description: "regex / choice / JSON Schema -> byte DFA -> per-state token index (Outlines-style)",
+        description: "regex / choice / JSON Schema / regular GBNF grammar -> byte DFA -> per-state token index (Outlines-style)",
         factory: |config, vocab| {
             let config = RegexFsmConfig::from_backend_config(config)?;
             Ok(Arc::new(RegexFsmBackend::new(vocab, config)))

@@ -1,0 +1,614 @@
+//! Regular grammars as regular expressions.
+//!
+//! A grammar whose recursion is all "linear at one end" describes a regular
+//! language, and then a regex backend can serve it at table-read speed:
+//! [`Grammar::to_regex`] finds out and writes the regex (regex-syntax
+//! dialect, whole-output match, no anchors).
+//!
+//! Rules are grouped into strongly connected components of the reference
+//! graph and solved callees first:
+//!
+//! * a rule that refers to no rule of its own component is the alternation
+//!   of its alternatives;
+//! * a component of one rule `A` whose alternatives are `A β` (left
+//!   recursive), `α A` (right recursive) or free of `A` (`γ`) is
+//!   `α* γ β*` — the GBNF front end desugars `x*` and `x+` this way;
+//! * a larger component whose members occur only as the last symbol of an
+//!   alternative (right-linear, like `list ::= item ("," list)?`) is a system
+//!   of equations `X = a X' + b`, solved by Arden's lemma (`X = a* b`) and
+//!   substitution.
+//!
+//! Anything else (a rule between other symbols of its own derivation, as in
+//! `value ::= "[" value "]"`) is context-free and gets
+//! [`GrammarError::Unsupported`] naming the rule and where it is defined.
+//! Inlining copies a rule's regex at every use, so the text is bounded by
+//! [`RegularLimits::max_regex_len`].
+
+use std::collections::HashMap;
+
+use tokensieve_core::{GrammarError, Location};
+
+use crate::grammar::{Grammar, RuleId, RuleOrigin, Symbol};
+
+/// Bounds on [`Grammar::to_regex`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegularLimits {
+    /// Longest regex written, in bytes (rules are copied where they are
+    /// used, so nested references can multiply). Default 1 MiB.
+    pub max_regex_len: usize,
+}
+
+impl Default for RegularLimits {
+    fn default() -> Self {
+        RegularLimits {
+            max_regex_len: 1 << 20,
+        }
+    }
+}
+
+/// A regex term: `None` is the empty language, `Some("")` the empty string.
+type Term = Option<String>;
+
+impl Grammar {
+    /// The regex of the root rule's language, when the grammar is regular
+    /// (see the [module docs](crate::regular) for what is recognised).
+    pub fn to_regex(&self, limits: &RegularLimits) -> Result<String, GrammarError> {
+        Solver {
+            grammar: self,
+            limits,
+            solved: vec![None; self.rules.len()],
+        }
+        .solve(self.root)
+    }
+}
+
+struct Solver<'g> {
+    grammar: &'g Grammar,
+    limits: &'g RegularLimits,
+    /// The regex of each rule solved so far (always a group or atom).
+    solved: Vec<Option<String>>,
+}
+
+impl Solver<'_> {
+    fn solve(&mut self, root: RuleId) -> Result<String, GrammarError> {
+        for component in components(self.grammar, root) {
+            self.solve_component(&component)?;
+        }
+        Ok(self.solved[root.index()]
+            .clone()
+            .expect("the root's component was solved"))
+    }
+
+    fn solve_component(&mut self, members: &[RuleId]) -> Result<(), GrammarError> {
+        let g = self.grammar;
+        let index_of: HashMap<RuleId, usize> =
+            members.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        let recursive = members.len() > 1
+            || g.rule(members[0])
+                .alternatives
+                .iter()
+                .flatten()
+                .any(|s| matches!(s, Symbol::NonTerminal(t) if *t == members[0]));
+        if !recursive {
+            let rule = members[0];
+            let mut alts = Vec::new();
+            for alt in &g.rule(rule).alternatives {
+                alts.push(Some(self.sequence(alt)?));
+            }
+            return self.store(rule, union(alts));
+        }
+        if members.len() == 1 {
+            return self.solve_single(members[0]);
+        }
+        // Right-linear system: X_i = Σ_j coef[i][j] X_j + constant[i].
+        let n = members.len();
+        let mut coef: Vec<Vec<Term>> = vec![vec![None; n]; n];
+        let mut constant: Vec<Term> = vec![None; n];
+        for (i, &rule) in members.iter().enumerate() {
+            for alt in &g.rule(rule).alternatives {
+                let inner = alt
+                    .iter()
+                    .position(|s| matches!(s, Symbol::NonTerminal(t) if index_of.contains_key(t)));
+                match inner {
+                    None => {
+                        let term = self.sequence(alt)?;
+                        constant[i] = add(constant[i].take(), Some(term));
+                    }
+                    Some(p) if p + 1 == alt.len() => {
+                        let Symbol::NonTerminal(target) = alt[p] else {
+                            unreachable!("position found a rule reference")
+                        };
+                        let prefix = self.sequence(&alt[..p])?;
+                        let j = index_of[&target];
+                        coef[i][j] = add(coef[i][j].take(), Some(prefix));
+                    }
+                    Some(_) => return Err(self.not_regular(rule, members)),
+                }
+            }
+        }
+        // Solve for each member with it eliminated last.
+        for target in 0..n {
+            let mut coef = coef.clone();
+            let mut constant = constant.clone();
+            let order = (0..n).filter(|&k| k != target).chain([target]);
+            for k in order {
+                // Arden: X_k = a* (rest), a = coef[k][k].
+                let star = coef[k][k].take().map(|a| format!("(?:{a})*"));
+                let scale = |t: Term| t.map(|t| concat(star.as_deref().unwrap_or(""), &t));
+                for c in coef[k].iter_mut() {
+                    *c = scale(c.take());
+                }
+                constant[k] = scale(constant[k].take());
+                if k == target {
+                    break;
+                }
+                // Substitute X_k into every other equation.
+                for i in 0..n {
+                    if i == k {
+                        continue;
+                    }
+                    let Some(a) = coef[i][k].take() else {
+                        continue;
+                    };
+                    let row_k = coef[k].clone();
+                    for (c, b) in coef[i].iter_mut().zip(&row_k) {
+                        if let Some(b) = b {
+                            *c = add(c.take(), Some(concat(&a, b)));
+                        }
+                    }
+                    if let Some(b) = constant[k].clone() {
+                        constant[i] = add(constant[i].take(), Some(concat(&a, &b)));
+                    }
+                    self.check_len(&coef[i], &constant[i], members[i])?;
+                }
+            }
+            self.store(members[target], constant[target].take())?;
+        }
+        Ok(())
+    }
+
+    /// One rule recursive only through itself: `α* γ β*` when every
+    /// alternative is `A β`, `α A` or free of `A`.
+    fn solve_single(&mut self, rule: RuleId) -> Result<(), GrammarError> {
+        let (mut left, mut right, mut base) = (Vec::new(), Vec::new(), Vec::new());
+        for alt in &self.grammar.rule(rule).alternatives {
+            let is_self = |s: &Symbol| matches!(s, Symbol::NonTerminal(t) if *t == rule);
+            match alt.iter().filter(|s| is_self(s)).count() {
+                0 => base.push(Some(self.sequence(alt)?)),
+                1 if alt.len() > 1 && is_self(&alt[0]) => {
+                    left.push(Some(self.sequence(&alt[1..])?));
+                }
+                1 if is_self(&alt[alt.len() - 1]) => {
+                    right.push(Some(self.sequence(&alt[..alt.len() - 1])?));
+                }
+                _ => return Err(self.not_regular(rule, &[rule])),
+            }
+        }
+        let star = |terms: Vec<Term>| union(terms).map(|t| format!("(?:{t})*"));
+        // No base (no way out of the recursion): the rule derives no string.
+        // The front end rejects such grammars; keep the empty language.
+        let regex = union(base).map(|base| {
+            concat(
+                &concat(&star(right).unwrap_or_default(), &base),
+                &star(left).unwrap_or_default(),
+            )
+        });
+        self.store(rule, regex)
+    }
+
+    /// The regex of a sequence of symbols whose rules are all solved.
+    fn sequence(&self, symbols: &[Symbol]) -> Result<String, GrammarError> {
+        let mut out = String::new();
+        for symbol in symbols {
+            match symbol {
+                Symbol::Literal(bytes) => {
+                    let text = std::str::from_utf8(bytes).expect("literals are valid UTF-8");
+                    out.push_str(&regex_syntax::escape(text));
+                }
+                Symbol::Class(class) => {
+                    out.push('[');
+                    for &(lo, hi) in class.ranges() {
+                        out.push_str(&format!("\\x{{{:X}}}", lo as u32));
+                        if hi != lo {
+                            out.push_str(&format!("-\\x{{{:X}}}", hi as u32));
+                        }
+                    }
+                    out.push(']');
+                }
+                Symbol::NonTerminal(t) => match &self.solved[t.index()] {
+                    Some(r) => out.push_str(r),
+                    // Solved to the empty language: so is the sequence. The
+                    // front end guarantees every rule derives a string, so
+                    // this does not happen for parsed grammars.
+                    None => out.push_str("[^\\x{0}-\\x{10FFFF}]"),
+                },
+            }
+            if out.len() > self.limits.max_regex_len {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn store(&mut self, rule: RuleId, regex: Term) -> Result<(), GrammarError> {
+        let regex = regex.unwrap_or_else(|| "[^\\x{0}-\\x{10FFFF}]".to_string());
+        if regex.len() > self.limits.max_regex_len {
+            return Err(self.too_long(rule));
+        }
+        self.solved[rule.index()] = Some(format!("(?:{regex})"));
+        Ok(())
+    }
+
+    fn check_len(&self, coef: &[Term], constant: &Term, rule: RuleId) -> Result<(), GrammarError> {
+        let len: usize = coef
+            .iter()
+            .chain([constant])
+            .flatten()
+            .map(String::len)
+            .sum();
+        if len > self.limits.max_regex_len {
+            return Err(self.too_long(rule));
+        }
+        Ok(())
+    }
+
+    fn too_long(&self, rule: RuleId) -> GrammarError {
+        GrammarError::LimitExceeded {
+            what: format!(
+                "the regex of grammar rule `{}` (rules are copied where they are used)",
+                self.user_name(rule)
+            ),
+            limit: self.limits.max_regex_len,
+            knob: "max_regex_len".into(),
+        }
+    }
+
+    fn not_regular(&self, rule: RuleId, members: &[RuleId]) -> GrammarError {
+        let mut names: Vec<&str> = members.iter().map(|&r| self.user_name(r)).collect();
+        names.sort_unstable();
+        names.dedup();
+        let cycle = if names.len() > 1 {
+            format!(" (recursive through {})", names.join(", "))
+        } else {
+            String::new()
+        };
+        GrammarError::Unsupported {
+            location: self.location(rule),
+            what: format!(
+                "rule `{}`{cycle}: recursion that is not at one end of its \
+                 alternatives (a context-free, not regular, language; this needs an \
+                 Earley backend)",
+                self.user_name(rule)
+            ),
+        }
+    }
+
+    /// The user-defined rule a (possibly helper) rule belongs to.
+    fn user_rule(&self, mut rule: RuleId) -> RuleId {
+        while let RuleOrigin::Helper { parent } = self.grammar.rule(rule).origin {
+            if parent == rule {
+                break;
+            }
+            rule = parent;
+        }
+        rule
+    }
+
+    fn user_name(&self, rule: RuleId) -> &str {
+        &self.grammar.rule(self.user_rule(rule)).name
+    }
+
+    fn location(&self, rule: RuleId) -> Location {
+        match self.grammar.rule(self.user_rule(rule)).origin {
+            RuleOrigin::Defined { line, column } => Location::LineColumn { line, column },
+            RuleOrigin::Helper { .. } => Location::None,
+        }
+    }
+}
+
+/// `a | b`, with the empty language as identity.
+fn add(a: Term, b: Term) -> Term {
+    match (a, b) {
+        (None, t) | (t, None) => t,
+        (Some(a), Some(b)) if a == b => Some(a),
+        (Some(a), Some(b)) => Some(format!("{a}|{b}")),
+    }
+}
+
+/// The alternation of `terms` (the empty language when there are none).
+fn union(terms: Vec<Term>) -> Term {
+    terms.into_iter().fold(None, add)
+}
+
+/// `a` then `b`, each grouped so that an alternation inside stays inside.
+fn concat(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => group(b),
+        (_, true) => group(a),
+        _ => format!("{}{}", group(a), group(b)),
+    }
+}
+
+fn group(t: &str) -> String {
+    if t.is_empty() {
+        String::new()
+    } else {
+        format!("(?:{t})")
+    }
+}
+
+/// The strongly connected components of the rules `root` reaches, callees
+/// before callers (Tarjan, iterative).
+fn components(g: &Grammar, root: RuleId) -> Vec<Vec<RuleId>> {
+    let n = g.rules.len();
+    let refs = |r: usize| -> Vec<usize> {
+        g.rules[r]
+            .alternatives
+            .iter()
+            .flatten()
+            .filter_map(|s| match s {
+                Symbol::NonTerminal(t) => Some(t.index()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0;
+    // (rule, its references, how many of them are done)
+    let mut work: Vec<(usize, Vec<usize>, usize)> = Vec::new();
+    index[root.index()] = next;
+    low[root.index()] = next;
+    next += 1;
+    stack.push(root.index());
+    on_stack[root.index()] = true;
+    work.push((root.index(), refs(root.index()), 0));
+    while let Some((v, edges, done)) = work.last_mut() {
+        let v = *v;
+        if *done < edges.len() {
+            let w = edges[*done];
+            *done += 1;
+            if index[w] == usize::MAX {
+                index[w] = next;
+                low[w] = next;
+                next += 1;
+                stack.push(w);
+                on_stack[w] = true;
+                let r = refs(w);
+                work.push((w, r, 0));
+            } else if on_stack[w] {
+                low[v] = low[v].min(index[w]);
+            }
+            continue;
+        }
+        work.pop();
+        if let Some((parent, _, _)) = work.last() {
+            low[*parent] = low[*parent].min(low[v]);
+        }
+        if low[v] == index[v] {
+            let mut component = Vec::new();
+            loop {
+                let w = stack.pop().expect("v is on the stack");
+                on_stack[w] = false;
+                component.push(RuleId(w as u32));
+                if w == v {
+                    break;
+                }
+            }
+            component.reverse();
+            out.push(component);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regex_automata::dfa::{Automaton, dense};
+    use regex_automata::{Anchored, Input};
+
+    fn regex_of(gbnf: &str) -> Result<String, GrammarError> {
+        Grammar::from_gbnf(gbnf, "root")?.to_regex(&RegularLimits::default())
+    }
+
+    fn full_match(dfa: &dense::DFA<Vec<u32>>, s: &[u8]) -> bool {
+        let input = Input::new(s).anchored(Anchored::Yes);
+        dfa.try_search_fwd(&input)
+            .expect("no quit bytes")
+            .is_some_and(|m| m.offset() == s.len())
+    }
+
+    fn dfa(regex: &str) -> dense::DFA<Vec<u32>> {
+        dense::DFA::new(&format!("^(?:{regex})$")).expect("the regex compiles")
+    }
+
+    /// Every string over `alphabet` up to `len` bytes: the regex and the
+    /// grammar (Earley oracle) agree.
+    fn agrees(gbnf: &str, alphabet: &[&str], len: usize) {
+        let g = Grammar::from_gbnf(gbnf, "root").unwrap();
+        let regex = g.to_regex(&RegularLimits::default()).unwrap();
+        let dfa = dfa(&regex);
+        let mut frontier: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut checked = 0;
+        while let Some(s) = frontier.pop() {
+            assert_eq!(
+                full_match(&dfa, &s),
+                g.accepts(&s),
+                "{gbnf:?} / {regex} on {:?}",
+                String::from_utf8_lossy(&s)
+            );
+            checked += 1;
+            for a in alphabet {
+                if s.len() + a.len() <= len {
+                    let mut t = s.clone();
+                    t.extend_from_slice(a.as_bytes());
+                    frontier.push(t);
+                }
+            }
+        }
+        assert!(checked > 1);
+    }
+
+    #[test]
+    fn repetition_and_groups() {
+        agrees(
+            r#"root ::= ("ab" | [c-d])* "x"? [0-9]{1,3}"#,
+            &["a", "b", "c", "d", "x", "1", "é"],
+            6,
+        );
+        agrees(r#"root ::= [^a]+ "é" | "a"{2,}"#, &["a", "b", "é"], 6);
+    }
+
+    #[test]
+    fn right_linear_mutual_recursion() {
+        let gbnf = "root ::= item (\",\" root)?\nitem ::= [a-b]+";
+        agrees(gbnf, &["a", "b", ","], 7);
+        // Two rules that call each other at their ends.
+        agrees(
+            "root ::= \"a\" x | \"\"\nx ::= \"b\" root | \"c\"",
+            &["a", "b", "c"],
+            7,
+        );
+    }
+
+    #[test]
+    fn left_and_right_recursion_in_one_rule() {
+        agrees(
+            "root ::= \"a\" root | root \"b\" | \"c\"",
+            &["a", "b", "c"],
+            6,
+        );
+    }
+
+    #[test]
+    fn context_free_grammars_are_errors_naming_the_rule() {
+        for (gbnf, rule) in [
+            ("root ::= \"(\" root \")\" | \"\"", "root"),
+            (
+                "root ::= value\nvalue ::= \"[\" list \"]\" | \"1\"\nlist ::= value (\",\" value)*",
+                "value",
+            ),
+        ] {
+            let e = regex_of(gbnf).unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, GrammarError::Unsupported { .. }), "{text}");
+            assert!(
+                text.contains(&format!("`{rule}`")) || text.contains("list"),
+                "{text}"
+            );
+            assert!(text.contains("line"), "{text}");
+        }
+    }
+
+    #[test]
+    fn blowups_hit_the_limit() {
+        // Each rule uses the previous one twice: 2^30 copies.
+        let mut gbnf = String::from("root ::= r0\nr30 ::= \"ab\"\n");
+        for i in 0..30 {
+            gbnf.push_str(&format!("r{i} ::= r{} r{}\n", i + 1, i + 1));
+        }
+        let e = regex_of(&gbnf).unwrap_err();
+        assert!(e.to_string().contains("max_regex_len"), "{e}");
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// A random GBNF expression over a few atoms, rules `x`, `y` and `root`
+    /// (so some grammars recurse, at an end or in the middle).
+    fn expr(r: &mut Rng, depth: u32) -> String {
+        const ATOMS: [&str; 9] = [
+            "\"a\"", "\"ab\"", "\"\"", "[a-b]", "[^a]", "x", "y", "root", "\"é\"",
+        ];
+        let base = if depth < 3 && r.below(3) == 0 {
+            let parts: Vec<String> = (0..1 + r.below(3)).map(|_| expr(r, depth + 1)).collect();
+            format!(
+                "({})",
+                parts.join(if r.below(2) == 0 { " | " } else { " " })
+            )
+        } else {
+            ATOMS[r.below(ATOMS.len())].to_string()
+        };
+        let rep = ["", "", "", "*", "+", "?", "{2}", "{1,3}", "{0,}"][r.below(9)];
+        let mut s = format!("{base}{rep}");
+        if depth < 2 && r.below(3) == 0 {
+            s = format!("{s} {}", expr(r, depth + 1));
+        }
+        if depth < 2 && r.below(4) == 0 {
+            s = format!("{s} | {}", expr(r, depth + 1));
+        }
+        s
+    }
+
+    /// Whenever a random grammar converts, the regex and the Earley
+    /// recognizer agree on every short string over its bytes.
+    #[test]
+    fn random_grammars_agree_with_the_recognizer() {
+        let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+        let (mut converted, mut refused) = (0, 0);
+        for _ in 0..400 {
+            let gbnf = format!(
+                "root ::= {}\nx ::= {}\ny ::= \"b\" | \"c\" x?\n",
+                expr(&mut r, 0),
+                expr(&mut r, 1).replace("root", "y")
+            );
+            let Ok(g) = Grammar::from_gbnf(&gbnf, "root") else {
+                continue;
+            };
+            let regex = match g.to_regex(&RegularLimits {
+                max_regex_len: 1 << 16,
+            }) {
+                Ok(regex) => regex,
+                Err(e) => {
+                    assert!(
+                        matches!(
+                            e,
+                            GrammarError::Unsupported { .. } | GrammarError::LimitExceeded { .. }
+                        ),
+                        "{gbnf}: {e}"
+                    );
+                    refused += 1;
+                    continue;
+                }
+            };
+            converted += 1;
+            let dfa = dfa(&regex);
+            let alphabet: [&[u8]; 5] = [b"a", b"b", b"c", "é".as_bytes(), b"\xC3"];
+            for _ in 0..60 {
+                let mut s = Vec::new();
+                for _ in 0..r.below(7) {
+                    s.extend_from_slice(alphabet[r.below(alphabet.len())]);
+                }
+                assert_eq!(
+                    full_match(&dfa, &s),
+                    g.accepts(&s),
+                    "{gbnf}\n{regex}\non {s:?}"
+                );
+            }
+        }
+        assert!(
+            converted > 100 && refused > 10,
+            "converted {converted}, refused {refused}"
+        );
+    }
+
+    #[test]
+    fn literals_are_escaped() {
+        agrees(
+            r#"root ::= "a.b*" | "(\\)" | "[x]""#,
+            &["a", ".", "b", "*", "(", "\\", ")", "[", "x", "]"],
+            5,
+        );
+    }
+}
