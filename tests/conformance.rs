@@ -42,6 +42,9 @@ fn spec_of(v: &Value) -> Constraint {
                 .map(|s| s.as_str().unwrap().to_string()),
         ),
         "json_schema" => Constraint::new(ConstraintSpec::JsonSchema(arg.to_string())),
+        "structural_tag" => {
+            Constraint::new(serde_json::from_value(v.clone()).expect("a structural_tag spec"))
+        }
         "ebnf" => Constraint::new(ConstraintSpec::Ebnf {
             grammar: arg["grammar"].as_str().unwrap().to_string(),
             root: arg["root"].as_str().unwrap().to_string(),

@@ -6,7 +6,7 @@ use tokensieve::bitmask::{row_count_allowed, row_is_allowed};
 use tokensieve::{Constraint, ConstraintSpec, SpecOptions, Whitespace};
 
 #[derive(Args)]
-#[command(group(clap::ArgGroup::new("spec").required(true).args(["schema", "json", "regex", "choice", "grammar"])))]
+#[command(group(clap::ArgGroup::new("spec").required(true).args(["schema", "json", "regex", "choice", "grammar", "structural_tag"])))]
 pub struct MaskArgs {
     /// Backend name (see `tokensieve backends`).
     #[arg(long)]
@@ -29,6 +29,11 @@ pub struct MaskArgs {
     /// An EBNF/GBNF grammar file.
     #[arg(long)]
     pub grammar: Option<String>,
+    /// A structural tag as JSON: `{"triggers": ["<function="], "tags":
+    /// [{"begin": "<function=f>", "content": {"json_schema": "..."}, "end":
+    /// "</function>"}]}` (free text; each trigger opens one of its tags).
+    #[arg(long)]
+    pub structural_tag: Option<String>,
     /// Root rule of --grammar.
     #[arg(long, default_value = "root")]
     pub root: String,
@@ -68,6 +73,12 @@ impl MaskArgs {
                 grammar: common::read_file("grammar", path)?,
                 root: self.root.clone(),
             }
+        } else if let Some(path) = &self.structural_tag {
+            let text = common::read_file("structural tag", path)?;
+            ConstraintSpec::StructuralTag(
+                serde_json::from_str(&text)
+                    .map_err(|e| BadInput(format!("structural tag {path}: {e}")))?,
+            )
         } else {
             return Err(BadInput("no constraint given".into()));
         };

@@ -312,3 +312,60 @@ fn regular_grammars_run_on_the_regex_backend() {
     assert!(stderr(&o).contains("line 1"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn structural_tags_constrain_only_the_tagged_regions() {
+    let tok = tokenizer();
+    let dir = std::env::temp_dir().join(format!("tokensieve-cli-tag-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tag = dir.join("tag.json");
+    std::fs::write(
+        &tag,
+        r#"{"triggers": ["<f="], "tags": [{"begin": "<f=n>", "content": {"regex": "[0-9]{1,2}"}, "end": "</f>"}]}"#,
+    )
+    .unwrap();
+    let tag = tag.display().to_string();
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &["--structural-tag", &tag, "--text", "ok <f=n>42</f> done"],
+    );
+    assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &["--structural-tag", &tag, "--text", "ok <f=n>x</f>"],
+    );
+    assert_eq!(code(&o), 1, "stderr: {}", stderr(&o));
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &["--structural-tag", &tag, "--text", "ok <f=m>1</f>"],
+    );
+    assert_eq!(code(&o), 1, "stderr: {}", stderr(&o));
+    std::fs::write(dir.join("bad.json"), r#"{"triggers": ["<g"], "tags": [{"begin": "<f=n>", "content": {"regex": "1"}, "end": ""}]}"#).unwrap();
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &[
+            "--structural-tag",
+            &dir.join("bad.json").display().to_string(),
+            "--text",
+            "x",
+        ],
+    );
+    assert_bad_input(&o, "starts with none of the triggers");
+    std::fs::write(dir.join("junk.json"), "{\"tags\": 3}").unwrap();
+    let o = mask(
+        "regex-fsm",
+        &tok,
+        &[
+            "--structural-tag",
+            &dir.join("junk.json").display().to_string(),
+            "--text",
+            "x",
+        ],
+    );
+    assert_bad_input(&o, "structural tag");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -20,6 +20,11 @@
 //!   overflow the stack or allocate without bound.
 //! * [`Grammar::accepts`]: a plain Earley recognizer over bytes, the **test
 //!   oracle** for the matcher to come. It is simple and slow on purpose.
+//! * [`regular`]: [`Grammar::to_regex`] for grammars whose language is
+//!   regular (recursion only at one end of a rule), and
+//!   [`regular::tagged_text`] for structural tags (free text in which
+//!   triggers open tagged regions). The `regex-fsm` backend serves both
+//!   kinds through them.
 //!
 //! ```
 //! use tokensieve_earley::Grammar;

@@ -126,43 +126,11 @@ impl Solver<'_> {
                 }
             }
         }
-        // Solve for each member with it eliminated last.
         for target in 0..n {
-            let mut coef = coef.clone();
-            let mut constant = constant.clone();
-            let order = (0..n).filter(|&k| k != target).chain([target]);
-            for k in order {
-                // Arden: X_k = a* (rest), a = coef[k][k].
-                let star = coef[k][k].take().map(|a| format!("(?:{a})*"));
-                let scale = |t: Term| t.map(|t| concat(star.as_deref().unwrap_or(""), &t));
-                for c in coef[k].iter_mut() {
-                    *c = scale(c.take());
-                }
-                constant[k] = scale(constant[k].take());
-                if k == target {
-                    break;
-                }
-                // Substitute X_k into every other equation.
-                for i in 0..n {
-                    if i == k {
-                        continue;
-                    }
-                    let Some(a) = coef[i][k].take() else {
-                        continue;
-                    };
-                    let row_k = coef[k].clone();
-                    for (c, b) in coef[i].iter_mut().zip(&row_k) {
-                        if let Some(b) = b {
-                            *c = add(c.take(), Some(concat(&a, b)));
-                        }
-                    }
-                    if let Some(b) = constant[k].clone() {
-                        constant[i] = add(constant[i].take(), Some(concat(&a, &b)));
-                    }
-                    self.check_len(&coef[i], &constant[i], members[i])?;
-                }
+            match solve_linear(&coef, &constant, target, self.limits.max_regex_len) {
+                Ok(regex) => self.store(members[target], regex)?,
+                Err(i) => return Err(self.too_long(members[i])),
             }
-            self.store(members[target], constant[target].take())?;
         }
         Ok(())
     }
@@ -239,19 +207,6 @@ impl Solver<'_> {
         Ok(())
     }
 
-    fn check_len(&self, coef: &[Term], constant: &Term, rule: RuleId) -> Result<(), GrammarError> {
-        let len: usize = coef
-            .iter()
-            .chain([constant])
-            .flatten()
-            .map(String::len)
-            .sum();
-        if len > self.limits.max_regex_len {
-            return Err(self.too_long(rule));
-        }
-        Ok(())
-    }
-
     fn too_long(&self, rule: RuleId) -> GrammarError {
         GrammarError::LimitExceeded {
             what: format!(
@@ -304,6 +259,224 @@ impl Solver<'_> {
             RuleOrigin::Helper { .. } => Location::None,
         }
     }
+}
+
+/// One tagged region of [`tagged_text`]: the trigger that opens it (an index
+/// into the trigger list) and the regex of the whole region, which must
+/// start with that trigger's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    pub trigger: usize,
+    pub regex: String,
+}
+
+/// The regex of free text with tagged regions (XGrammar's structural tags):
+/// text in which no trigger occurs, except that wherever one begins, one of
+/// the tags opened by that trigger follows in full, after which free text
+/// resumes. "Begins" is read left to right: a trigger occurrence that starts
+/// in free text and would end inside a tag's opening trigger is not allowed.
+///
+/// Triggers must be non-empty and none may contain another (then the first
+/// trigger in the text is always unambiguous); both are
+/// [`GrammarError::InvalidSpec`].
+///
+/// Built as a right-linear system over the Aho-Corasick automaton of the
+/// triggers (a state per trigger prefix, reached by the longest suffix of
+/// the text that is one), solved like a grammar component.
+pub fn tagged_text(
+    triggers: &[&str],
+    tags: &[Tag],
+    limits: &RegularLimits,
+) -> Result<String, GrammarError> {
+    for (i, t) in triggers.iter().enumerate() {
+        if t.is_empty() {
+            return Err(GrammarError::InvalidSpec("an empty trigger".into()));
+        }
+        for (j, u) in triggers.iter().enumerate() {
+            if i != j && u.contains(t) && (u != t || j < i) {
+                return Err(GrammarError::InvalidSpec(format!(
+                    "trigger {t:?} occurs inside trigger {u:?}: the first trigger in a text \
+                     would be ambiguous"
+                )));
+            }
+        }
+    }
+    if let Some(tag) = tags.iter().find(|tag| tag.trigger >= triggers.len()) {
+        return Err(GrammarError::InvalidSpec(format!(
+            "a tag refers to trigger {} of {}",
+            tag.trigger,
+            triggers.len()
+        )));
+    }
+    // The trie of the triggers over characters: state 0 is the empty prefix.
+    let mut prefix: Vec<Vec<char>> = vec![Vec::new()];
+    let mut child: HashMap<(usize, char), usize> = HashMap::new();
+    let mut full: Vec<Option<usize>> = vec![None];
+    for (i, t) in triggers.iter().enumerate() {
+        let mut state = 0;
+        for c in t.chars() {
+            state = *child.entry((state, c)).or_insert_with(|| {
+                let mut p = prefix[state].clone();
+                p.push(c);
+                prefix.push(p);
+                full.push(None);
+                prefix.len() - 1
+            });
+        }
+        full[state] = Some(i);
+    }
+    let states = prefix.len();
+    let mut alphabet: Vec<char> = triggers.iter().flat_map(|t| t.chars()).collect();
+    alphabet.sort_unstable();
+    alphabet.dedup();
+    // goto(p, c): the longest suffix of prefix(p)·c that is a trigger prefix.
+    let index_of: HashMap<&[char], usize> = prefix
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.as_slice(), i))
+        .collect();
+    let goto = |p: usize, c: char| -> usize {
+        let mut text = prefix[p].clone();
+        text.push(c);
+        (0..=text.len())
+            .find_map(|skip| index_of.get(&text[skip..]).copied())
+            .expect("the empty suffix is state 0")
+    };
+    // Trigger states are where the text would contain a trigger: never
+    // entered from free text. The others are the variables.
+    let live: Vec<usize> = (0..states).filter(|&p| full[p].is_none()).collect();
+    let var: HashMap<usize, usize> = live.iter().enumerate().map(|(v, &p)| (p, v)).collect();
+    let n = live.len();
+    let mut coef: Vec<Vec<Term>> = vec![vec![None; n]; n];
+    let constant: Vec<Term> = vec![Some(String::new()); n];
+    for (v, &p) in live.iter().enumerate() {
+        // Free characters, grouped by target; characters of no trigger go
+        // back to the empty prefix.
+        let mut by_target: HashMap<usize, Vec<char>> = HashMap::new();
+        for &c in &alphabet {
+            let q = goto(p, c);
+            if full[q].is_none() {
+                by_target.entry(q).or_default().push(c);
+            }
+        }
+        let mut targets: Vec<(usize, Vec<char>)> = by_target.into_iter().collect();
+        targets.sort_unstable();
+        // Back to the empty prefix: every character except those of the
+        // triggers that lead elsewhere (or into a trigger).
+        let elsewhere: Vec<char> = alphabet
+            .iter()
+            .copied()
+            .filter(|&c| goto(p, c) != 0)
+            .collect();
+        coef[v][var[&0]] = Some(class(&elsewhere, true));
+        for (q, chars) in targets {
+            if q != 0 {
+                coef[v][var[&q]] = add(coef[v][var[&q]].take(), Some(class(&chars, false)));
+            }
+        }
+        // A tag may open here when reading its trigger from this state
+        // meets no trigger before the trigger's own last character.
+        for (i, t) in triggers.iter().enumerate() {
+            let chars: Vec<char> = t.chars().collect();
+            let mut q = p;
+            let clean = chars[..chars.len() - 1].iter().all(|&c| {
+                q = goto(q, c);
+                full[q].is_none()
+            });
+            if !clean {
+                continue;
+            }
+            let opened: Vec<Term> = tags
+                .iter()
+                .filter(|tag| tag.trigger == i)
+                .map(|tag| Some(group(&tag.regex)))
+                .collect();
+            if let Some(regions) = union(opened) {
+                coef[v][var[&0]] = add(coef[v][var[&0]].take(), Some(regions));
+            }
+        }
+    }
+    match solve_linear(&coef, &constant, var[&0], limits.max_regex_len) {
+        Ok(Some(regex)) => Ok(regex),
+        Ok(None) => unreachable!("free text may always end"),
+        Err(_) => Err(GrammarError::LimitExceeded {
+            what: "the regex of the free text around the tags".into(),
+            limit: limits.max_regex_len,
+            knob: "max_regex_len".into(),
+        }),
+    }
+}
+
+/// A character class of `chars`, or of every other character (`negated`).
+fn class(chars: &[char], negated: bool) -> String {
+    if chars.is_empty() {
+        return if negated {
+            "[\\x{0}-\\x{10FFFF}]"
+        } else {
+            "[^\\x{0}-\\x{10FFFF}]"
+        }
+        .into();
+    }
+    let mut out = String::from(if negated { "[^" } else { "[" });
+    for &c in chars {
+        out.push_str(&format!("\\x{{{:X}}}", c as u32));
+    }
+    out.push(']');
+    out
+}
+
+/// Solves the right-linear system `X_i = Σ_j coef[i][j] X_j | constant[i]`
+/// for `X_target`: each other variable is eliminated by Arden's lemma
+/// (`X = a X | b` is `X = a* b`) and substituted, `X_target` last.
+/// `Err(i)` when equation `i` grows past `max_len` bytes.
+fn solve_linear(
+    coef: &[Vec<Term>],
+    constant: &[Term],
+    target: usize,
+    max_len: usize,
+) -> Result<Term, usize> {
+    let n = constant.len();
+    let mut coef = coef.to_vec();
+    let mut constant = constant.to_vec();
+    let order = (0..n).filter(|&k| k != target).chain([target]);
+    for k in order {
+        let star = coef[k][k].take().map(|a| format!("(?:{a})*"));
+        let scale = |t: Term| t.map(|t| concat(star.as_deref().unwrap_or(""), &t));
+        for c in coef[k].iter_mut() {
+            *c = scale(c.take());
+        }
+        constant[k] = scale(constant[k].take());
+        if k == target {
+            break;
+        }
+        for i in 0..n {
+            if i == k {
+                continue;
+            }
+            let Some(a) = coef[i][k].take() else {
+                continue;
+            };
+            let row_k = coef[k].clone();
+            for (c, b) in coef[i].iter_mut().zip(&row_k) {
+                if let Some(b) = b {
+                    *c = add(c.take(), Some(concat(&a, b)));
+                }
+            }
+            if let Some(b) = constant[k].clone() {
+                constant[i] = add(constant[i].take(), Some(concat(&a, &b)));
+            }
+            let len: usize = coef[i]
+                .iter()
+                .chain([&constant[i]])
+                .flatten()
+                .map(String::len)
+                .sum();
+            if len > max_len {
+                return Err(i);
+            }
+        }
+    }
+    Ok(constant[target].take())
 }
 
 /// `a | b`, with the empty language as identity.
@@ -601,6 +774,114 @@ mod tests {
             converted > 100 && refused > 10,
             "converted {converted}, refused {refused}"
         );
+    }
+
+    /// The reference reading of tagged text: left to right, free text
+    /// until a trigger begins, then a whole tag opened by it.
+    fn tagged_reference(
+        text: &[char],
+        triggers: &[&str],
+        tags: &[(usize, dense::DFA<Vec<u32>>)],
+    ) -> bool {
+        fn from(
+            i: usize,
+            text: &[char],
+            triggers: &[Vec<char>],
+            tags: &[(usize, dense::DFA<Vec<u32>>)],
+        ) -> bool {
+            if i == text.len() {
+                return true;
+            }
+            match triggers.iter().position(|t| text[i..].starts_with(t)) {
+                None => from(i + 1, text, triggers, tags),
+                Some(t) => tags.iter().filter(|(tr, _)| *tr == t).any(|(_, dfa)| {
+                    (i + 1..=text.len()).any(|k| {
+                        let s: String = text[i..k].iter().collect();
+                        full_match(dfa, s.as_bytes()) && from(k, text, triggers, tags)
+                    })
+                }),
+            }
+        }
+        let triggers: Vec<Vec<char>> = triggers.iter().map(|t| t.chars().collect()).collect();
+        from(0, text, &triggers, tags)
+    }
+
+    #[test]
+    fn tagged_text_agrees_with_the_left_to_right_reading() {
+        /// Triggers, and tags as (trigger index, regex).
+        type Case<'a> = (&'a [&'a str], &'a [(usize, &'a str)]);
+        let cases: [Case; 4] = [
+            (&["<f"], &[(0, "<f[0-9]>"), (0, "<fx>")]),
+            (&["aab", "bc"], &[(0, "aab[x0]*>"), (1, "bc>")]),
+            (&["é>"], &[(0, "é>(?:a|b)+é")]),
+            (&["xx"], &[]),
+        ];
+        let alphabet = ['<', 'f', 'a', 'b', 'c', '0', 'x', '>', 'é'];
+        let mut r = Rng(0x2545_F491_4F6C_DD1D);
+        for (triggers, tags) in cases {
+            let tag_list: Vec<Tag> = tags
+                .iter()
+                .map(|&(trigger, regex)| Tag {
+                    trigger,
+                    regex: regex.into(),
+                })
+                .collect();
+            let regex = tagged_text(triggers, &tag_list, &RegularLimits::default()).unwrap();
+            let whole = dfa(&regex);
+            let tag_dfas: Vec<(usize, dense::DFA<Vec<u32>>)> =
+                tags.iter().map(|&(t, re)| (t, dfa(re))).collect();
+            let mut accepted = 0;
+            for _ in 0..3000 {
+                let text: Vec<char> = (0..r.below(9))
+                    .map(|_| alphabet[r.below(alphabet.len())])
+                    .collect();
+                let s: String = text.iter().collect();
+                let expected = tagged_reference(&text, triggers, &tag_dfas);
+                accepted += usize::from(expected);
+                assert_eq!(
+                    full_match(&whole, s.as_bytes()),
+                    expected,
+                    "{triggers:?} {tags:?} on {s:?}\n{regex}"
+                );
+            }
+            assert!(accepted > 100, "{triggers:?}: only {accepted} accepted");
+            // Overlaps, against the reference by hand: in "aabc>" the
+            // trigger "aab" begins first, and no tag it opens fits.
+            for text in [
+                "aabc>",
+                "abc>",
+                "xbc>",
+                "aab0>bc>",
+                "<f<f1>",
+                "<<fx>",
+                "é>é>aé",
+            ] {
+                let chars: Vec<char> = text.chars().collect();
+                assert_eq!(
+                    full_match(&whole, text.as_bytes()),
+                    tagged_reference(&chars, triggers, &tag_dfas),
+                    "{triggers:?} on {text:?}"
+                );
+            }
+            // A tag in the middle of text is accepted.
+            if let Some(&(_, re)) = tags.first()
+                && re.starts_with("<f")
+            {
+                assert!(full_match(&whole, "ab <f7> c".as_bytes()));
+                assert!(!full_match(&whole, "ab <f c".as_bytes()));
+            }
+        }
+    }
+
+    #[test]
+    fn tagged_text_rejects_ambiguous_triggers() {
+        for triggers in [&["<f", "x<fy"][..], &["", "a"], &["ab", "ab"]] {
+            let e = tagged_text(triggers, &[], &RegularLimits::default());
+            assert!(
+                matches!(e, Err(GrammarError::InvalidSpec(_))),
+                "{triggers:?}: {e:?}"
+            );
+        }
     }
 
     #[test]

@@ -11,16 +11,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokensieve_core::{
     CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError, GrammarObject,
-    SpecKind, Vocabulary,
+    SpecKind, SpecOptions, StructuralTag, Vocabulary,
 };
+use tokensieve_earley::regular::{RegularLimits, Tag, tagged_text};
 
 /// The spec kinds this backend compiles.
-pub const SUPPORTED_KINDS: [SpecKind; 5] = [
+pub const SUPPORTED_KINDS: [SpecKind; 6] = [
     SpecKind::Regex,
     SpecKind::Choice,
     SpecKind::JsonSchema,
     SpecKind::JsonObject,
     SpecKind::Ebnf,
+    SpecKind::StructuralTag,
 ];
 
 /// The regex backend for one vocabulary. Holds the vocabulary's token trie
@@ -82,10 +84,45 @@ impl RegexFsmBackend {
             // error naming the rule.
             ConstraintSpec::Ebnf { grammar, root } => {
                 tokensieve_earley::Grammar::from_gbnf(grammar, root)?
-                    .to_regex(&tokensieve_earley::RegularLimits::default())
+                    .to_regex(&RegularLimits::default())
             }
-            other => Err(self.unsupported_spec(other.kind())),
+            ConstraintSpec::StructuralTag(tag) => self.structural_tag(tag, &constraint.options),
         }
+    }
+
+    /// Free text with tagged regions: each tag is `begin`, its content
+    /// lowered like any constraint (same options), then `end`; see
+    /// `tokensieve_earley::regular::tagged_text` for how triggers open them.
+    fn structural_tag(
+        &self,
+        tag: &StructuralTag,
+        options: &SpecOptions,
+    ) -> Result<String, GrammarError> {
+        let mut triggers: Vec<&str> = tag.triggers.iter().map(String::as_str).collect();
+        triggers.sort_unstable();
+        triggers.dedup();
+        let mut tags = Vec::with_capacity(tag.tags.len());
+        for item in &tag.tags {
+            let Some(trigger) = triggers.iter().position(|t| item.begin.starts_with(t)) else {
+                return Err(GrammarError::InvalidSpec(format!(
+                    "structural tag: begin {:?} starts with none of the triggers {:?}",
+                    item.begin, tag.triggers
+                )));
+            };
+            let content = self.lower(&Constraint::with_options(
+                (*item.content).clone(),
+                options.clone(),
+            ))?;
+            tags.push(Tag {
+                trigger,
+                regex: format!(
+                    "{}(?:{content}){}",
+                    regex_syntax::escape(&item.begin),
+                    regex_syntax::escape(&item.end)
+                ),
+            });
+        }
+        tagged_text(&triggers, &tags, &RegularLimits::default())
     }
 
     /// Compiles a regex (whole-output match) into a grammar, keeping its
