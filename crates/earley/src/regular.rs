@@ -426,8 +426,10 @@ fn class(chars: &[char], negated: bool) -> String {
 }
 
 /// Solves the right-linear system `X_i = Σ_j coef[i][j] X_j | constant[i]`
-/// for `X_target`: each other variable is eliminated by Arden's lemma
-/// (`X = a X | b` is `X = a* b`) and substituted, `X_target` last.
+/// for `X_target`: the other variables are eliminated one by one by Arden's
+/// lemma (`X = a X | b` is `X = a* b`) and substitution, each time the one
+/// with the fewest (uses × terms), which keeps chains (trigger automata,
+/// right-recursive lists) from multiplying their copies; `X_target` last.
 /// `Err(i)` when equation `i` grows past `max_len` bytes.
 fn solve_linear(
     coef: &[Vec<Term>],
@@ -438,8 +440,19 @@ fn solve_linear(
     let n = constant.len();
     let mut coef = coef.to_vec();
     let mut constant = constant.to_vec();
-    let order = (0..n).filter(|&k| k != target).chain([target]);
-    for k in order {
+    let mut done = vec![false; n];
+    for _ in 0..n {
+        let k = (0..n)
+            .filter(|&k| !done[k] && k != target)
+            .min_by_key(|&k| {
+                let uses = (0..n)
+                    .filter(|&i| i != k && !done[i] && coef[i][k].is_some())
+                    .count();
+                let terms = coef[k].iter().filter(|c| c.is_some()).count() + 1;
+                (uses * terms, k)
+            })
+            .unwrap_or(target);
+        done[k] = true;
         let star = coef[k][k].take().map(|a| format!("(?:{a})*"));
         let scale = |t: Term| t.map(|t| concat(star.as_deref().unwrap_or(""), &t));
         for c in coef[k].iter_mut() {
@@ -450,7 +463,7 @@ fn solve_linear(
             break;
         }
         for i in 0..n {
-            if i == k {
+            if i == k || done[i] {
                 continue;
             }
             let Some(a) = coef[i][k].take() else {

@@ -22,6 +22,9 @@ use tokensieve_core::{GrammarError, Location};
 /// a dense row, and it takes at most 1/8 of the memory.
 const SPARSE_DIVISOR: usize = 8;
 
+/// Bound on the runs a walker's memo keeps (8 bytes each).
+const MAX_MEMO_RUNS: usize = 4 << 20;
+
 /// States walked per parallel batch (rows are deduplicated between batches,
 /// which bounds the memory of undeduplicated rows in flight).
 const PARALLEL_BATCH: usize = 256;
@@ -111,6 +114,16 @@ struct Walker<'a> {
     /// Whether walks collect the states whole tokens lead to.
     successors: bool,
     stack: Vec<u32>,
+    /// Per state, whether it is a wide loop (`region::is_wide`); empty when
+    /// walks do not memoize.
+    wide: &'a [bool],
+    /// Subtrees below the root's children walked in a wide state: (child
+    /// node, premultiplied state) -> the runs of `trie.tokens` positions
+    /// allowed there. Walks from states that fall into the same wide loop
+    /// after one byte (the prefixes of a trigger, of excluded keys) reuse
+    /// them instead of walking the subtree again.
+    memo: HashMap<(u32, u32), Box<[(u32, u32)]>>,
+    memo_runs: usize,
     /// The row being walked, as `words` words, and how many bits are set
     /// (a token is added at most once per walk: each has one trie node).
     bits: Vec<u32>,
@@ -144,6 +157,9 @@ impl<'a> Walker<'a> {
             words,
             successors,
             stack: vec![DEAD; trie.max_depth + 1],
+            wide: &[],
+            memo: HashMap::new(),
+            memo_runs: 0,
             bits: vec![0; words],
             count: 0,
             seen: if successors {
@@ -155,22 +171,78 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// Memoizes subtrees walked in the wide states of `wide` (one flag per
+    /// state); only for walks that collect no successors.
+    fn with_memo(mut self, wide: &'a [bool]) -> Self {
+        debug_assert!(!self.successors);
+        self.wide = wide;
+        self
+    }
+
     fn walk(&mut self, state: u32) -> Walked {
         self.epoch += 1;
+        if !self.wide.is_empty() {
+            let visited = self.walk_memo(state * self.stride);
+            return self.finish(Vec::new(), visited);
+        }
         let mut successors = Vec::new();
-        let visited = self.walk_below(0, state * self.stride, Some(&mut successors));
+        let visited = self.walk_below(0, state * self.stride, Some(&mut successors), None);
         self.finish(successors, visited)
+    }
+
+    /// [`Self::walk`] from the premultiplied `state`, through the memo: the
+    /// root's children one by one, each subtree in a wide state looked up or
+    /// walked and remembered.
+    fn walk_memo(&mut self, state: u32) -> u64 {
+        let trie = self.trie;
+        let mut visited = 0;
+        let mut i = 1;
+        while i < trie.nodes.len() {
+            let node = trie.nodes[i];
+            visited += 1;
+            let s = self.trans[(state + self.classes[node.byte as usize] as u32) as usize];
+            let next = node.next as usize;
+            if s == DEAD {
+                i = next;
+                continue;
+            }
+            let (lo, hi) = (
+                trie.token_start[i] as usize,
+                trie.token_start[i + 1] as usize,
+            );
+            add_tokens(&mut self.bits, &trie.tokens[lo..hi]);
+            self.count += hi - lo;
+            if !self.wide[(s / self.stride) as usize] {
+                visited += self.walk_below(i, s, None, None);
+            } else if let Some(runs) = self.memo.get(&(i as u32, s)) {
+                for &(lo, hi) in runs.iter() {
+                    add_tokens(&mut self.bits, &trie.tokens[lo as usize..hi as usize]);
+                    self.count += (hi - lo) as usize;
+                }
+            } else {
+                let mut runs = Vec::new();
+                visited += self.walk_below(i, s, None, Some(&mut runs));
+                if self.memo_runs + runs.len() <= MAX_MEMO_RUNS {
+                    self.memo_runs += runs.len();
+                    self.memo.insert((i as u32, s), runs.into_boxed_slice());
+                }
+            }
+            i = next;
+        }
+        visited
     }
 
     /// Walks the subtree below trie node `from` (the node itself excluded)
     /// from the premultiplied DFA state `state`, adding the tokens that
     /// survive to the row (and, when collecting, the states they reach to
-    /// `successors`). Returns the nodes visited.
+    /// `successors`, and their positions in `trie.tokens`, as runs, to
+    /// `runs`). Returns the nodes visited.
     fn walk_below(
         &mut self,
         from: usize,
         state: u32,
         mut successors: Option<&mut Vec<u32>>,
+        mut runs: Option<&mut Vec<(u32, u32)>>,
     ) -> u64 {
         let nodes = &self.trie.nodes[..];
         let token_start = &self.trie.token_start[..];
@@ -197,6 +269,12 @@ impl<'a> Walker<'a> {
             if lo != hi {
                 add_tokens(&mut self.bits, &tokens[lo..hi]);
                 self.count += hi - lo;
+                if let Some(runs) = runs.as_deref_mut() {
+                    match runs.last_mut() {
+                        Some(last) if last.1 as usize == lo => last.1 = hi as u32,
+                        _ => runs.push((lo as u32, hi as u32)),
+                    }
+                }
                 if self.successors
                     && let Some(successors) = successors.as_deref_mut()
                 {
@@ -290,7 +368,7 @@ impl<'a> Walker<'a> {
             );
             add_tokens(&mut self.bits, &self.trie.tokens[lo..hi]);
             self.count += hi - lo;
-            visited += self.walk_below(i, s, None);
+            visited += self.walk_below(i, s, None, None);
         }
         self.finish(Vec::new(), visited)
     }
@@ -725,6 +803,7 @@ impl TokenIndex {
             }
             let reps: Vec<u32> = reps.into_iter().filter(|&s| s != DEAD).collect();
             let plans = share_regions(dfa, &trans, trie, words, &reps, options);
+            let wide: Vec<bool> = (0..n as u32).map(|s| region::is_wide(dfa, s)).collect();
             let mut block_row = vec![0u32; blocks];
             let mut record = |s: u32, w: Walked, store: &mut RowStore| {
                 block_row[block[s as usize] as usize] = store.insert(w.row, w.hash)?;
@@ -741,7 +820,7 @@ impl TokenIndex {
                     let walked: Vec<Walked> = batch
                         .par_iter()
                         .map_init(
-                            || Walker::new(dfa, &trans, trie, words, false),
+                            || Walker::new(dfa, &trans, trie, words, false).with_memo(&wide),
                             |w, &job| walk(w, job),
                         )
                         .collect();
@@ -750,7 +829,7 @@ impl TokenIndex {
                     }
                 }
             } else {
-                let mut walker = Walker::new(dfa, &trans, trie, words, false);
+                let mut walker = Walker::new(dfa, &trans, trie, words, false).with_memo(&wide);
                 for &job in &jobs {
                     let w = walk(&mut walker, job);
                     record(job.0, w, &mut store)?;
@@ -985,6 +1064,22 @@ mod tests {
         r"(?s).{0,150}",
     ];
 
+    /// Free text in which the trigger `<f=` opens a tag: the trigger's
+    /// prefixes fall back into the free-text loop after one byte, so their
+    /// walks reuse the loop's subtrees (the walk memo).
+    fn tagged() -> String {
+        let tag = tokensieve_earley::regular::Tag {
+            trigger: 0,
+            regex: "<f=[0-9]{1,3}>".into(),
+        };
+        tokensieve_earley::regular::tagged_text(
+            &["<f="],
+            &[tag],
+            &tokensieve_earley::RegularLimits::default(),
+        )
+        .unwrap()
+    }
+
     /// Several copies of the JSON string body with different exits: states
     /// that share a region walk.
     fn string_loops() -> String {
@@ -1064,8 +1159,12 @@ mod tests {
     #[test]
     fn shared_rows_match_per_state_walks() {
         // json_tiny lacks single-byte tokens: the per-state path.
-        let loops = string_loops();
-        let patterns: Vec<&str> = PATTERNS.iter().copied().chain([loops.as_str()]).collect();
+        let (loops, tagged) = (string_loops(), tagged());
+        let patterns: Vec<&str> = PATTERNS
+            .iter()
+            .copied()
+            .chain([loops.as_str(), tagged.as_str()])
+            .collect();
         check_shared_rows(&fixtures::json_tiny(), &patterns);
         // Every byte a token, plus longer ones: the shared path, with
         // tokens longer than some counters' bounds.

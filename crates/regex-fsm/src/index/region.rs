@@ -38,6 +38,16 @@ const MAX_REGION: usize = 64;
 /// nothing from sharing.
 const MIN_LIVE_CLASSES: usize = 8;
 
+/// Whether `state` is a wide loop: a self-loop and at least
+/// [`MIN_LIVE_CLASSES`] live classes. Its trie walk is large, so it gets a
+/// region, and walks that enter it memoize the subtrees they walk in it.
+pub(super) fn is_wide(dfa: &ByteDfa, state: u32) -> bool {
+    let row = dfa.row(state);
+    state != DEAD
+        && row.contains(&state)
+        && row.iter().filter(|&&t| t != DEAD).count() >= MIN_LIVE_CLASSES
+}
+
 /// Form codes of transitions that do not stay in the region.
 const CODE_DEAD: u32 = u32::MAX;
 const CODE_EXIT: u32 = u32::MAX - 1;
@@ -111,9 +121,7 @@ impl<'a> RegionFinder<'a> {
     /// The region of `state`, or `None` when it is not a wide loop (see
     /// [`MIN_LIVE_CLASSES`]).
     pub fn region(&mut self, state: u32) -> Option<Region> {
-        let row = self.dfa.row(state);
-        let live = row.iter().filter(|&&t| t != DEAD).count();
-        if live < MIN_LIVE_CLASSES || !row.contains(&state) {
+        if !is_wide(self.dfa, state) {
             return None;
         }
         self.epoch += 1;
