@@ -22,6 +22,9 @@ use tokensieve_core::{GrammarError, Location};
 /// a dense row, and it takes at most 1/8 of the memory.
 const SPARSE_DIVISOR: usize = 8;
 
+/// Runs `(start, end)` of positions in `TokenTrie::tokens`.
+type Runs = Box<[(u32, u32)]>;
+
 /// Bound on the runs a walker's memo keeps (8 bytes each).
 const MAX_MEMO_RUNS: usize = 4 << 20;
 
@@ -122,7 +125,7 @@ struct Walker<'a> {
     /// allowed there. Walks from states that fall into the same wide loop
     /// after one byte (the prefixes of a trigger, of excluded keys) reuse
     /// them instead of walking the subtree again.
-    memo: HashMap<(u32, u32), Box<[(u32, u32)]>>,
+    memo: HashMap<(u32, u32), Runs>,
     memo_runs: usize,
     /// The row being walked, as `words` words, and how many bits are set
     /// (a token is added at most once per walk: each has one trie node).

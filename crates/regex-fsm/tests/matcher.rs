@@ -9,7 +9,7 @@ use tokensieve_core::{
     BackendConfig, Constraint, GrammarBackend, GrammarObject, StepError, VocabType, Vocabulary,
     instantiate_backend,
 };
-use tokensieve_regex_fsm::{RegexFsmBackend, RegexFsmConfig};
+use tokensieve_regex_fsm::{IndexStats, RegexFsmBackend, RegexFsmConfig};
 
 fn tiny() -> Arc<Vocabulary> {
     Arc::new(tokensieve_core::vocab::fixtures::json_tiny())
@@ -344,7 +344,8 @@ fn parallel_build_gives_the_same_masks() {
     let vocab = tiny();
     let words = vocab.mask_words();
     let pattern = r#""([^"\\]|\\.)*"|[0-9]{1,5}|\{"(ab|cd)": (true|false)\}"#;
-    // No walk cache, so both builds walk the same way and count the same.
+    // No walk cache, so both builds share the same walks; only the nodes
+    // visited may differ (each parallel walker has its own subtree memo).
     let build = |parallel_build| {
         RegexFsmBackend::new(
             vocab.clone(),
@@ -358,7 +359,11 @@ fn parallel_build_gives_the_same_masks() {
         .unwrap()
     };
     let (serial, parallel) = (build(false), build(true));
-    assert_eq!(serial.build_stats().index, parallel.build_stats().index);
+    let counted = |g: &tokensieve_regex_fsm::RegexGrammar| IndexStats {
+        nodes_visited: 0,
+        ..g.build_stats().index.clone()
+    };
+    assert_eq!(counted(&serial), counted(&parallel));
     let text = br#"{"cd": false}"#;
     let (mut a, mut b) = (serial.regex_matcher(), parallel.regex_matcher());
     for &byte in text {
