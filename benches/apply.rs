@@ -34,6 +34,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tokensieve::testing::SplitMix64 as Rng;
 use tokensieve::{CpuDevice, DType, LogitsMut, MaskDevice};
 
 const BATCHES: [usize; 4] = [1, 16, 128, 512];
@@ -43,18 +44,6 @@ const VOCABS: [usize; 3] = [32000, 128256, 151936];
 const ROTATE_TARGET_BYTES: usize = 256 << 20;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 const MAX_SETS: usize = 64;
-
-/// SplitMix64.
-struct Rng(u64);
-impl Rng {
-    fn next_u32(&mut self) -> u32 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 32) as u32
-    }
-}
 
 /// Half the words all ones, the rest random bits.
 fn realistic_mask(batch: usize, vocab: usize, seed: u64) -> Vec<u32> {

@@ -26,30 +26,8 @@ macro_rules! report {
 }
 
 use half::{bf16, f16};
+use tokensieve::testing::SplitMix64 as Rng;
 use tokensieve::{CpuDevice, DType, LogitsMut, MaskDevice};
-
-/// SplitMix64: small, deterministic, good enough for test data.
-#[derive(Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-    fn chance(&mut self, per_mille: u32) -> bool {
-        self.next_u32() % 1000 < per_mille
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum MaskKind {

@@ -44,6 +44,31 @@ fn tokenizer() -> String {
         .to_string()
 }
 
+/// A folder of input files for one test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("tokensieve-cli-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// Writes `name` with `content`; returns its path as an argument.
+    fn file(&self, name: &str, content: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, content).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn assert_bad_input(o: &Output, needle: &str) {
     let err = stderr(o);
     assert_eq!(code(o), 2, "stderr: {err}");
@@ -159,11 +184,8 @@ fn mask_accepts_and_rejects() {
 
 #[test]
 fn mask_with_a_schema_file() {
-    let dir = std::env::temp_dir().join(format!("tokensieve-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let schema = dir.join("schema.json");
-    std::fs::write(&schema, r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}"#).unwrap();
-    let s = schema.display().to_string();
+    let scratch = Scratch::new("schema");
+    let s = scratch.file("schema.json", r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}"#);
     let tok = tokenizer();
     let ok = mask(
         "regex-fsm",
@@ -177,10 +199,9 @@ fn mask_with_a_schema_file() {
         &["--schema", &s, "--text", r#"{"a": "x"}"#],
     );
     assert_eq!(code(&bad), 1);
-    std::fs::write(&schema, "{not json").unwrap();
+    let s = scratch.file("schema.json", "{not json");
     let malformed = mask("regex-fsm", &tok, &["--schema", &s, "--text", "{}"]);
     assert_bad_input(&malformed, "schema");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -191,15 +212,9 @@ fn bad_input_is_one_line_and_exit_2() {
         "/nonexistent/tokenizer.json",
     );
 
-    let dir = std::env::temp_dir().join(format!("tokensieve-cli-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let junk = dir.join("tokenizer.json");
-    std::fs::write(&junk, "{\"model\": 3}").unwrap();
-    assert_bad_input(
-        &run(&["vocab", "--tokenizer", &junk.display().to_string()]),
-        "tokenizer.json",
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = Scratch::new("bad");
+    let junk = scratch.file("tokenizer.json", "{\"model\": 3}");
+    assert_bad_input(&run(&["vocab", "--tokenizer", &junk]), "tokenizer.json");
 
     let unknown = mask("nope", &tok, &["--regex", "a", "--text", "a"]);
     assert_bad_input(&unknown, "unknown backend `nope`");
@@ -228,144 +243,68 @@ fn bad_input_is_one_line_and_exit_2() {
 #[test]
 fn backend_options_reach_the_backend() {
     let tok = tokenizer();
+    let with_option = |regex: &str, option: &str| {
+        mask(
+            "regex-fsm",
+            &tok,
+            &["--regex", regex, "--text", regex, "--option", option],
+        )
+    };
     // 3 states cannot hold "abcde": the knob was applied.
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &[
-            "--regex",
-            "abcde",
-            "--text",
-            "abcde",
-            "--option",
-            "max_dfa_states=3",
-        ],
-    );
-    assert_bad_input(&o, "max_dfa_states");
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &[
-            "--regex",
-            "abcde",
-            "--text",
-            "abcde",
-            "--option",
-            "walk_cache_bytes=0",
-        ],
-    );
+    assert_bad_input(&with_option("abcde", "max_dfa_states=3"), "max_dfa_states");
+    let o = with_option("abcde", "walk_cache_bytes=0");
     assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &[
-            "--regex",
-            "a",
-            "--text",
-            "a",
-            "--option",
-            "max_dfa_states=many",
-        ],
-    );
-    assert_bad_input(&o, "max_dfa_states");
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &["--regex", "a", "--text", "a", "--option", "minimize"],
-    );
-    assert_bad_input(&o, "KEY=VALUE");
+    assert_bad_input(&with_option("a", "max_dfa_states=many"), "max_dfa_states");
+    assert_bad_input(&with_option("a", "minimize"), "KEY=VALUE");
 }
 
 #[test]
 fn regular_grammars_run_on_the_regex_backend() {
     let tok = tokenizer();
-    let dir = std::env::temp_dir().join(format!("tokensieve-cli-gbnf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let list = dir.join("list.gbnf");
-    std::fs::write(
-        &list,
+    let scratch = Scratch::new("gbnf");
+    let list = scratch.file(
+        "list.gbnf",
         "root ::= item (\", \" root)?\nitem ::= [a-c]+ | [0-9]{1,3}\n",
-    )
-    .unwrap();
-    let list = list.display().to_string();
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &["--grammar", &list, "--text", "cab, 42, a"],
     );
+    let walk =
+        |file: &str, text: &str| mask("regex-fsm", &tok, &["--grammar", file, "--text", text]);
+    let o = walk(&list, "cab, 42, a");
     assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &["--grammar", &list, "--text", "cab,, a"],
-    );
+    let o = walk(&list, "cab,, a");
     assert_eq!(code(&o), 1, "stderr: {}", stderr(&o));
     // Nested brackets are context-free: an error naming the rule and line.
-    let nested = dir.join("nested.gbnf");
-    std::fs::write(&nested, "root ::= \"x\" | \"[\" root \"]\"\n").unwrap();
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &["--grammar", &nested.display().to_string(), "--text", "[x]"],
-    );
+    let nested = scratch.file("nested.gbnf", "root ::= \"x\" | \"[\" root \"]\"\n");
+    let o = walk(&nested, "[x]");
     assert_bad_input(&o, "rule `root`");
     assert!(stderr(&o).contains("line 1"), "{}", stderr(&o));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn structural_tags_constrain_only_the_tagged_regions() {
     let tok = tokenizer();
-    let dir = std::env::temp_dir().join(format!("tokensieve-cli-tag-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let tag = dir.join("tag.json");
-    std::fs::write(
-        &tag,
+    let scratch = Scratch::new("tag");
+    let walk = |file: &str, text: &str| {
+        mask(
+            "regex-fsm",
+            &tok,
+            &["--structural-tag", file, "--text", text],
+        )
+    };
+    let tag = scratch.file(
+        "tag.json",
         r#"{"triggers": ["<f="], "tags": [{"begin": "<f=n>", "content": {"regex": "[0-9]{1,2}"}, "end": "</f>"}]}"#,
-    )
-    .unwrap();
-    let tag = tag.display().to_string();
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &["--structural-tag", &tag, "--text", "ok <f=n>42</f> done"],
     );
+    let o = walk(&tag, "ok <f=n>42</f> done");
     assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &["--structural-tag", &tag, "--text", "ok <f=n>x</f>"],
+    for rejected in ["ok <f=n>x</f>", "ok <f=m>1</f>"] {
+        let o = walk(&tag, rejected);
+        assert_eq!(code(&o), 1, "{rejected}: {}", stderr(&o));
+    }
+    let bad = scratch.file(
+        "bad.json",
+        r#"{"triggers": ["<g"], "tags": [{"begin": "<f=n>", "content": {"regex": "1"}, "end": ""}]}"#,
     );
-    assert_eq!(code(&o), 1, "stderr: {}", stderr(&o));
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &["--structural-tag", &tag, "--text", "ok <f=m>1</f>"],
-    );
-    assert_eq!(code(&o), 1, "stderr: {}", stderr(&o));
-    std::fs::write(dir.join("bad.json"), r#"{"triggers": ["<g"], "tags": [{"begin": "<f=n>", "content": {"regex": "1"}, "end": ""}]}"#).unwrap();
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &[
-            "--structural-tag",
-            &dir.join("bad.json").display().to_string(),
-            "--text",
-            "x",
-        ],
-    );
-    assert_bad_input(&o, "starts with none of the triggers");
-    std::fs::write(dir.join("junk.json"), "{\"tags\": 3}").unwrap();
-    let o = mask(
-        "regex-fsm",
-        &tok,
-        &[
-            "--structural-tag",
-            &dir.join("junk.json").display().to_string(),
-            "--text",
-            "x",
-        ],
-    );
-    assert_bad_input(&o, "structural tag");
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_bad_input(&walk(&bad, "x"), "starts with none of the triggers");
+    let junk = scratch.file("junk.json", "{\"tags\": 3}");
+    assert_bad_input(&walk(&junk, "x"), "structural tag");
 }

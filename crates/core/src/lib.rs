@@ -33,6 +33,7 @@ pub mod maskbench;
 pub mod none_backend;
 pub mod registry;
 pub mod spec;
+pub mod testing;
 pub mod vocab;
 
 pub use bitmask::{TokenBitmask, words_for};

@@ -1,0 +1,42 @@
+//! Deterministic test data for the test suites and benches of every crate.
+
+/// SplitMix64: a tiny, seeded, reproducible generator of test data (not for
+/// anything that needs statistical quality or secrecy).
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    /// Uniform enough in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// True `per_mille` times in a thousand.
+    pub fn chance(&mut self, per_mille: u32) -> bool {
+        self.next_u32() % 1000 < per_mille
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reproducible() {
+        let (mut a, mut b) = (super::SplitMix64(7), super::SplitMix64(7));
+        let xs: Vec<u64> = (0..4).map(|_| a.next_u64()).collect();
+        assert_eq!(xs, (0..4).map(|_| b.next_u64()).collect::<Vec<_>>());
+        assert!(xs.windows(2).all(|w| w[0] != w[1]));
+        assert!((0..100).all(|_| a.below(3) < 3));
+    }
+}
