@@ -6,7 +6,7 @@
 //!
 //! - [`compile_timed`]: schema text in memory -> a matcher ready for its first
 //!   mask, with the wall time it took (TTFM).
-//! - [`compile_with_timeout`]: the same on a worker thread, abandoned after a
+//! - [`compile_with_timeout`]: the same on a worker thread, cancelled after a
 //!   time limit, with a panic inside the backend caught.
 //! - [`walk`]: one instance's tokens through a fresh matcher, timing every
 //!   step (fill the complete mask, check the token's bit, accept it), then the
@@ -28,7 +28,10 @@
 //! ```
 
 use crate::bitmask::row_is_allowed;
-use crate::{CompiledGrammar, Constraint, GrammarBackend, GrammarError, GrammarObject, Vocabulary};
+use crate::{
+    CancelToken, CompiledGrammar, Constraint, GrammarBackend, GrammarError, GrammarObject,
+    Vocabulary,
+};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -88,9 +91,18 @@ pub fn compile_timed(
     backend: &dyn GrammarBackend,
     schema_text: &str,
 ) -> (Result<Arc<dyn CompiledGrammar>, GrammarError>, Duration) {
+    compile_timed_cancellable(backend, schema_text, &CancelToken::new())
+}
+
+/// [`compile_timed`] through [`GrammarBackend::compile_cancellable`].
+pub fn compile_timed_cancellable(
+    backend: &dyn GrammarBackend,
+    schema_text: &str,
+    cancel: &CancelToken,
+) -> (Result<Arc<dyn CompiledGrammar>, GrammarError>, Duration) {
     let start = Instant::now();
     let result = backend
-        .compile(&Constraint::json_schema(schema_text))
+        .compile_cancellable(&Constraint::json_schema(schema_text), cancel)
         .inspect(|grammar| drop(std::hint::black_box(grammar.matcher())));
     (result, start.elapsed())
 }
@@ -109,9 +121,11 @@ pub enum CompileOutcome {
     },
     /// The backend panicked; the panic was caught.
     Panicked { message: String },
-    /// Not done within the limit. The worker thread is detached and left to
-    /// finish on its own: it may keep a CPU busy for a while (Rust cannot
-    /// kill a thread), which disturbs the timing of what runs next.
+    /// Not done within the limit. The compilation is cancelled and its
+    /// thread detached: a backend that polls its [`CancelToken`] stops at its
+    /// next safe point; one that does not keeps a CPU busy until it finishes
+    /// (Rust cannot kill a thread), which disturbs the timing of what runs
+    /// next.
     TimedOut,
 }
 
@@ -123,10 +137,15 @@ pub fn compile_with_timeout(
     timeout: Option<Duration>,
 ) -> CompileOutcome {
     let (tx, rx) = mpsc::channel();
+    let cancel = CancelToken::new();
+    let worker_cancel = cancel.clone();
     let spawned = std::thread::Builder::new()
         .name("tokensieve-compile".into())
         .spawn(move || {
-            let outcome = match catch_panic(|| compile_timed(backend.as_ref(), &schema_text)) {
+            let compiled = catch_panic(|| {
+                compile_timed_cancellable(backend.as_ref(), &schema_text, &worker_cancel)
+            });
+            let outcome = match compiled {
                 Ok((Ok(grammar), elapsed)) => CompileOutcome::Ready { grammar, elapsed },
                 Ok((Err(error), elapsed)) => CompileOutcome::Failed { error, elapsed },
                 Err(message) => CompileOutcome::Panicked { message },
@@ -147,7 +166,10 @@ pub fn compile_with_timeout(
     };
     match received {
         Ok(outcome) => outcome,
-        Err(true) => CompileOutcome::TimedOut,
+        Err(true) => {
+            cancel.cancel();
+            CompileOutcome::TimedOut
+        }
         // The sender was dropped without a message: only if sending itself
         // panicked, which the thread's catch_panic does not cover.
         Err(false) => CompileOutcome::Panicked {

@@ -166,3 +166,83 @@ fn oldest_finished_entries_are_evicted() {
     assert_eq!(c.len(), 3);
     assert_eq!(c.stats().evicted, 2);
 }
+
+/// Compiles like `none`, except that the regex `block` runs until its
+/// compilation is cancelled (or a failsafe far beyond the test's waits).
+struct CancellableBackend {
+    inner: NoneBackend,
+    vocab: Arc<Vocabulary>,
+    started: std::sync::atomic::AtomicBool,
+    saw_cancel: std::sync::atomic::AtomicBool,
+}
+
+impl GrammarBackend for CancellableBackend {
+    fn name(&self) -> &str {
+        "cancellable"
+    }
+    fn supported_kinds(&self) -> &[SpecKind] {
+        &[SpecKind::Regex]
+    }
+    fn vocabulary(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+    fn compile(&self, c: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        self.inner.compile(c)
+    }
+    fn compile_cancellable(
+        &self,
+        c: &Constraint,
+        cancel: &tokensieve::CancelToken,
+    ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        if matches!(&c.spec, ConstraintSpec::Regex(r) if r == "block") {
+            self.started
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let failsafe = std::time::Instant::now() + Duration::from_secs(300);
+            while std::time::Instant::now() < failsafe {
+                if let Err(e) = cancel.check() {
+                    self.saw_cancel
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.inner.compile(c)
+    }
+}
+
+#[test]
+fn cancel_stops_a_running_compilation_and_frees_its_worker() {
+    let vocab = Arc::new(fixtures::json_tiny());
+    let backend = Arc::new(CancellableBackend {
+        inner: NoneBackend::new(vocab.clone(), &BackendConfig::default()),
+        vocab,
+        started: std::sync::atomic::AtomicBool::new(false),
+        saw_cancel: std::sync::atomic::AtomicBool::new(false),
+    });
+    // One worker: the next compilation can only run once the blocked one
+    // has stopped.
+    let cache = GrammarCache::with_config(
+        backend.clone(),
+        CacheConfig {
+            workers: 1,
+            max_entries: 4,
+        },
+    );
+    let blocked = pending(cache.get_or_compile(&Constraint::regex("block")));
+    let next = pending(cache.get_or_compile(&Constraint::regex("after")));
+    // Cancel once it runs (a compilation cancelled before it starts is
+    // skipped, which is another path).
+    while !backend.started.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    blocked.cancel();
+    assert!(matches!(
+        blocked.wait_timeout(Duration::from_secs(1)),
+        Err(GrammarError::Cancelled)
+    ));
+    // Without cooperative cancellation the worker would stay blocked for the
+    // failsafe's 300 s, well past this wait.
+    assert!(next.wait_timeout(Duration::from_secs(120)).is_ok());
+    assert!(backend.saw_cancel.load(std::sync::atomic::Ordering::SeqCst));
+}

@@ -8,11 +8,11 @@
 //! are cached too (a bad schema does not get recompiled on every request).
 
 use crate::error::GrammarError;
-use crate::grammar::{CompiledGrammar, GrammarBackend, GrammarObject};
+use crate::grammar::{CancelToken, CompiledGrammar, GrammarBackend, GrammarObject};
 use crate::spec::{CacheKey, Constraint};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -56,7 +56,7 @@ pub struct CacheStats {
 struct Slot {
     result: Mutex<Option<CompileResult>>,
     done: Condvar,
-    cancelled: AtomicBool,
+    cancelled: CancelToken,
 }
 
 impl Slot {
@@ -64,7 +64,7 @@ impl Slot {
         Arc::new(Slot {
             result: Mutex::new(None),
             done: Condvar::new(),
-            cancelled: AtomicBool::new(false),
+            cancelled: CancelToken::new(),
         })
     }
 
@@ -156,10 +156,12 @@ impl PendingCompile {
     }
 
     /// Cancels: waiters get [`GrammarError::Cancelled`], the entry is dropped
-    /// from the cache, and a compilation that has not started never runs (one
-    /// already running finishes in the background and is discarded).
+    /// from the cache, and a compilation that has not started never runs. One
+    /// already running is asked to stop through its [`CancelToken`]
+    /// (backends that poll it, like regex-fsm, stop at their next safe point;
+    /// others finish in the background) and its result is discarded.
     pub fn cancel(&self) {
-        self.slot.cancelled.store(true, Ordering::SeqCst);
+        self.slot.cancelled.cancel();
         self.slot.finish(Err(GrammarError::Cancelled));
         let mut e = self
             .shared
@@ -371,12 +373,16 @@ fn worker_loop(rx: &Mutex<mpsc::Receiver<Job>>, shared: &Shared) {
                 Err(_) => return,
             }
         };
-        if job.slot.cancelled.load(Ordering::SeqCst) {
+        if job.slot.cancelled.is_cancelled() {
             continue;
         }
         let t = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| shared.backend.compile(&job.constraint)))
-            .unwrap_or_else(|p| Err(GrammarError::Panic(panic_message(&p))));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            shared
+                .backend
+                .compile_cancellable(&job.constraint, &job.slot.cancelled)
+        }))
+        .unwrap_or_else(|p| Err(GrammarError::Panic(panic_message(&p))));
         let elapsed = t.elapsed();
         {
             let mut s = shared.stats.lock().unwrap_or_else(|e| e.into_inner());
@@ -386,7 +392,7 @@ fn worker_loop(rx: &Mutex<mpsc::Receiver<Job>>, shared: &Shared) {
                 Err(_) => s.failed += 1,
             }
         }
-        if job.slot.cancelled.load(Ordering::SeqCst) {
+        if job.slot.cancelled.is_cancelled() {
             continue;
         }
         job.slot.finish(result);

@@ -6,7 +6,38 @@ use crate::error::{GrammarError, StepError};
 use crate::spec::{Constraint, SpecKind};
 use crate::vocab::Vocabulary;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+/// Asks a compilation in progress to stop. Cloning shares the flag: whoever
+/// holds a clone can cancel; the backend polls it at its own safe points and
+/// then returns [`GrammarError::Cancelled`]. Backends that never poll simply
+/// finish (the result is then thrown away by whoever cancelled).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Cancelled)` once cancelled: for `?` at a backend's safe points.
+    pub fn check(&self) -> Result<(), GrammarError> {
+        if self.is_cancelled() {
+            Err(GrammarError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
 
 /// Compiles constraints for one vocabulary. Thread-safe; compilation is the
 /// expensive, cacheable step.
@@ -24,6 +55,19 @@ pub trait GrammarBackend: Send + Sync {
     /// Compiles a constraint. Must never panic on bad input and never accept a
     /// wider language than asked: what it cannot express is an error.
     fn compile(&self, constraint: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError>;
+
+    /// [`compile`](Self::compile) that stops early, with
+    /// [`GrammarError::Cancelled`], once `cancel` is cancelled: what a
+    /// serving engine calls for a request that may be aborted while its
+    /// grammar compiles. The default does not poll (it compiles to the end).
+    fn compile_cancellable(
+        &self,
+        constraint: &Constraint,
+        cancel: &CancelToken,
+    ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        let _ = cancel;
+        self.compile(constraint)
+    }
 
     /// The error for a spec kind this backend does not support.
     fn unsupported_spec(&self, kind: SpecKind) -> GrammarError {

@@ -40,7 +40,7 @@ pub use bitmask::{TokenBitmask, words_for};
 pub use cache::{CacheConfig, CacheResponse, CacheStats, GrammarCache, PendingCompile};
 pub use device::{CpuDevice, DType, DeviceError, LogitsMut, MaskDevice};
 pub use error::{GrammarError, Location, StepError};
-pub use grammar::{CompiledGrammar, GrammarBackend, GrammarObject, GrammarStats};
+pub use grammar::{CancelToken, CompiledGrammar, GrammarBackend, GrammarObject, GrammarStats};
 pub use registry::{
     BackendConfig, BackendFactory, BackendInfo, BackendRegistration, available_backends,
     instantiate_backend, register_backend, unregister_backend,

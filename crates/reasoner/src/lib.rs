@@ -20,8 +20,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokensieve_core::{
-    CompiledGrammar, Constraint, GrammarBackend, GrammarError, GrammarObject, GrammarStats,
-    SpecKind, StepError, Vocabulary,
+    CancelToken, CompiledGrammar, Constraint, GrammarBackend, GrammarError, GrammarObject,
+    GrammarStats, SpecKind, StepError, Vocabulary,
 };
 
 /// A backend whose matchers think freely until the think-end token.
@@ -97,7 +97,15 @@ impl GrammarBackend for ReasonerBackend {
     }
 
     fn compile(&self, constraint: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
-        let inner = self.inner.compile(constraint)?;
+        self.compile_cancellable(constraint, &CancelToken::new())
+    }
+
+    fn compile_cancellable(
+        &self,
+        constraint: &Constraint,
+        cancel: &CancelToken,
+    ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        let inner = self.inner.compile_cancellable(constraint, cancel)?;
         Ok(Arc::new(ReasonerGrammar {
             inner,
             vocab: self.inner.vocabulary().clone(),

@@ -10,8 +10,8 @@ use crate::trie::TokenTrie;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokensieve_core::{
-    CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError, GrammarObject,
-    SpecKind, SpecOptions, StructuralTag, Vocabulary,
+    CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
+    GrammarObject, SpecKind, SpecOptions, StructuralTag, Vocabulary,
 };
 use tokensieve_earley::regular::{RegularLimits, Tag, tagged_text};
 
@@ -128,15 +128,29 @@ impl RegexFsmBackend {
     /// Compiles a regex (whole-output match) into a grammar, keeping its
     /// concrete type (for [`RegexGrammar::build_stats`]).
     pub fn compile_regex(&self, pattern: &str) -> Result<RegexGrammar, GrammarError> {
-        self.compile_regex_from(pattern, Instant::now())
+        self.compile_regex_from(pattern, Instant::now(), &CancelToken::new())
+    }
+
+    /// [`Self::compile_regex`], stopping with [`GrammarError::Cancelled`]
+    /// once `cancel` is cancelled: checked after the DFA is built and before
+    /// every state's trie walk (determinization itself cannot be
+    /// interrupted; the DFA limits bound it).
+    pub fn compile_regex_cancellable(
+        &self,
+        pattern: &str,
+        cancel: &CancelToken,
+    ) -> Result<RegexGrammar, GrammarError> {
+        self.compile_regex_from(pattern, Instant::now(), cancel)
     }
 
     fn compile_regex_from(
         &self,
         pattern: &str,
         started: Instant,
+        cancel: &CancelToken,
     ) -> Result<RegexGrammar, GrammarError> {
         self.config.validate()?;
+        cancel.check()?;
         let c = &self.config;
         let dfa_start = Instant::now();
         let dfa = ByteDfa::build(
@@ -149,6 +163,7 @@ impl RegexFsmBackend {
             },
         )?;
         let dfa_time = dfa_start.elapsed();
+        cancel.check()?;
         let index_start = Instant::now();
         let index = TokenIndex::build(
             &dfa,
@@ -158,6 +173,7 @@ impl RegexFsmBackend {
                 max_bytes: c.max_index_bytes,
                 parallel: c.parallel_build,
                 walk_cache_bytes: c.walk_cache_bytes,
+                cancel: cancel.clone(),
             },
         )?;
         let index_time = index_start.elapsed();
@@ -208,9 +224,19 @@ impl GrammarBackend for RegexFsmBackend {
     }
 
     fn compile(&self, constraint: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        self.compile_cancellable(constraint, &CancelToken::new())
+    }
+
+    fn compile_cancellable(
+        &self,
+        constraint: &Constraint,
+        cancel: &CancelToken,
+    ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
         let started = Instant::now();
         let pattern = self.lower(constraint)?;
-        Ok(Arc::new(self.compile_regex_from(&pattern, started)?))
+        Ok(Arc::new(
+            self.compile_regex_from(&pattern, started, cancel)?,
+        ))
     }
 }
 

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use region::{Frontier, Region, RegionFinder, RegionWalk, WalkCache};
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokensieve_core::{GrammarError, Location};
+use tokensieve_core::{CancelToken, GrammarError, Location};
 
 /// A row is stored sparse when at most `words / SPARSE_DIVISOR` tokens are
 /// allowed: then filling it (clear + set bits) costs about as much as copying
@@ -85,6 +85,9 @@ pub(crate) struct IndexOptions {
     pub parallel: bool,
     /// Budget of the process-wide cache of region walks; 0 disables it.
     pub walk_cache_bytes: usize,
+    /// Polled before every walk: a cancelled build stops with
+    /// `GrammarError::Cancelled`.
+    pub cancel: CancelToken,
 }
 
 /// Per-state mask rows for one (regex, vocabulary).
@@ -782,6 +785,7 @@ impl TokenIndex {
         options: &IndexOptions,
         share_rows: bool,
     ) -> Result<TokenIndex, GrammarError> {
+        options.cancel.check()?;
         let n = dfa.num_states();
         let mut store = RowStore {
             rows: vec![Row::Sparse(Box::new([]))],
@@ -809,6 +813,7 @@ impl TokenIndex {
             let wide: Vec<bool> = (0..n as u32).map(|s| region::is_wide(dfa, s)).collect();
             let mut block_row = vec![0u32; blocks];
             let mut record = |s: u32, w: Walked, store: &mut RowStore| {
+                options.cancel.check()?;
                 block_row[block[s as usize] as usize] = store.insert(w.row, w.hash)?;
                 visited += w.visited;
                 Ok::<(), GrammarError>(())
@@ -856,7 +861,7 @@ impl TokenIndex {
                 &trans,
                 trie,
                 words,
-                options.parallel,
+                options,
                 &mut store,
                 &mut state_row,
                 &mut visited,
@@ -897,14 +902,16 @@ impl TokenIndex {
         trans: &[u32],
         trie: &TokenTrie,
         words: usize,
-        parallel: bool,
+        options: &IndexOptions,
         store: &mut RowStore,
         state_row: &mut [u32],
         visited: &mut u64,
     ) -> Result<(usize, usize), GrammarError> {
         let n = dfa.num_states();
+        let parallel = options.parallel;
         let mut successors: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut record = |s: u32, w: Walked, store: &mut RowStore| -> Result<(), GrammarError> {
+            options.cancel.check()?;
             state_row[s as usize] = store.insert(w.row, w.hash)?;
             successors[s as usize] = w.successors;
             *visited += w.visited;
@@ -1156,6 +1163,7 @@ mod tests {
             max_bytes: usize::MAX,
             parallel: false,
             walk_cache_bytes,
+            cancel: CancelToken::new(),
         }
     }
 

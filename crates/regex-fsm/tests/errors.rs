@@ -189,3 +189,20 @@ fn vocabulary_that_cannot_spell_the_regex_is_an_error() {
     // Spellable: fine.
     assert!(backend.compile_regex("(ab)+").is_ok());
 }
+
+#[test]
+fn a_cancelled_compilation_stops_with_cancelled() {
+    let backend = tiny_backend();
+    let cancel = tokensieve_core::CancelToken::new();
+    let schema = Constraint::new(tokensieve_core::ConstraintSpec::JsonSchema(
+        r#"{"type": "object", "properties": {"a": {"type": "string"}}}"#.into(),
+    ));
+    assert!(backend.compile_cancellable(&schema, &cancel).is_ok());
+    cancel.cancel();
+    let e = backend.compile_cancellable(&schema, &cancel).err().unwrap();
+    assert!(matches!(e, GrammarError::Cancelled), "{e:?}");
+    let e = backend
+        .compile_regex_cancellable("[a-z]+", &cancel)
+        .unwrap_err();
+    assert!(matches!(e, GrammarError::Cancelled), "{e:?}");
+}

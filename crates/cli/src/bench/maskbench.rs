@@ -31,9 +31,9 @@ pub struct MaskbenchArgs {
     /// Output JSONL file: one record per MaskBench file.
     #[arg(long)]
     pub out: String,
-    /// A compilation still running after this many milliseconds is abandoned
-    /// and recorded as `"timeout": "compile"`. Its thread cannot be killed
-    /// and may keep a CPU busy until it finishes.
+    /// A compilation still running after this many milliseconds is cancelled
+    /// and recorded as `"timeout": "compile"` (regex-fsm stops at its next
+    /// trie walk; a backend that does not poll keeps a CPU busy until done).
     #[arg(long, default_value_t = 30_000)]
     pub compile_timeout_ms: u64,
     /// A backend knob, KEY=VALUE (repeatable), e.g. `walk_cache_bytes=0`
