@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokensieve_core::{
     CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
-    GrammarObject, SpecKind, SpecOptions, StructuralTag, Vocabulary,
+    GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary,
 };
 use tokensieve_earley::regular::{RegularLimits, Tag, tagged_text};
 
@@ -234,9 +234,25 @@ impl GrammarBackend for RegexFsmBackend {
     ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
         let started = Instant::now();
         let pattern = self.lower(constraint)?;
-        Ok(Arc::new(
-            self.compile_regex_from(&pattern, started, cancel)?,
-        ))
+        let compiled = self.compile_regex_from(&pattern, started, cancel);
+        // The regex of a grammar or structural tag is ours, not the user's:
+        // an offset into it would point nowhere they can see.
+        let ours = matches!(
+            constraint.spec,
+            ConstraintSpec::Ebnf { .. } | ConstraintSpec::StructuralTag(_)
+        );
+        match compiled {
+            Err(GrammarError::InvalidRegex { message, .. }) if ours => {
+                Err(GrammarError::Unsupported {
+                    location: Location::None,
+                    what: format!(
+                        "this {} as a regular expression ({message})",
+                        constraint.kind()
+                    ),
+                })
+            }
+            other => Ok(Arc::new(other?)),
+        }
     }
 }
 
