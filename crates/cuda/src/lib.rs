@@ -593,57 +593,25 @@ mod tests {
             Some((0x3004, 1)),
         );
         assert_eq!(ok.unwrap(), shape(2, 33, 2));
-        let err = |r: Result<ApplyShape, DeviceError>| r.unwrap_err().to_string();
-        assert!(
-            err(validate_raw(
-                DType::F16,
-                0x1001,
-                shape(1, 8, 1),
-                0x2000,
-                None
-            ))
-            .contains("logits address 0x1001")
-        );
-        assert!(
-            err(validate_raw(
-                DType::F32,
-                0x1002,
-                shape(1, 8, 1),
-                0x2000,
-                None
-            ))
-            .contains("4-byte aligned")
-        );
-        assert!(
-            err(validate_raw(
+        // (dtype, logits, batch, bitmask, indices, what the error says)
+        let bad = [
+            (DType::F16, 0x1001, 1, 0x2000, None, "logits address 0x1001"),
+            (DType::F32, 0x1002, 1, 0x2000, None, "4-byte aligned"),
+            (DType::F32, 0x1000, 1, 0x2002, None, "bitmask address"),
+            (
                 DType::F32,
                 0x1000,
-                shape(1, 8, 1),
-                0x2002,
-                None
-            ))
-            .contains("bitmask address")
-        );
-        assert!(
-            err(validate_raw(
-                DType::F32,
-                0x1000,
-                shape(1, 8, 1),
+                1,
                 0x2000,
-                Some((0x3001, 1))
-            ))
-            .contains("indices address")
-        );
-        assert!(
-            err(validate_raw(
-                DType::F32,
-                0x1000,
-                shape(usize::MAX, 8, 1),
-                0x2000,
-                None
-            ))
-            .contains("overflows")
-        );
+                Some((0x3001, 1)),
+                "indices address",
+            ),
+            (DType::F32, 0x1000, usize::MAX, 0x2000, None, "overflows"),
+        ];
+        for (dtype, logits, batch, bitmask, indices, needle) in bad {
+            let e = validate_raw(dtype, logits, shape(batch, 8, 1), bitmask, indices).unwrap_err();
+            assert!(e.to_string().contains(needle), "{e} lacks {needle:?}");
+        }
     }
 
     #[test]
