@@ -2,18 +2,18 @@
 //! [`RegexGrammar`] it hands out.
 
 use crate::config::RegexFsmConfig;
-use crate::dfa::{ByteDfa, DfaLimits};
 use crate::index::{IndexOptions, IndexStats, TokenIndex};
 use crate::json_schema;
 use crate::matcher::RegexMatcher;
-use crate::trie::TokenTrie;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokensieve_core::{
     CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
     GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary,
 };
-use tokensieve_earley::regular::{RegularLimits, Tag, tagged_text};
+use tokensieve_grammar::dfa::{ByteDfa, DfaLimits};
+use tokensieve_grammar::regular::{RegularLimits, Tag, tagged_text};
+use tokensieve_grammar::trie::TokenTrie;
 
 /// The spec kinds this backend compiles.
 pub const SUPPORTED_KINDS: [SpecKind; 6] = [
@@ -83,7 +83,7 @@ impl RegexFsmBackend {
             // Regular grammars only: recursion in the middle of a rule is an
             // error naming the rule.
             ConstraintSpec::Ebnf { grammar, root } => {
-                tokensieve_earley::Grammar::from_gbnf(grammar, root)?
+                tokensieve_grammar::Grammar::from_gbnf(grammar, root)?
                     .to_regex(&RegularLimits::default())
             }
             ConstraintSpec::StructuralTag(tag) => self.structural_tag(tag, &constraint.options),
@@ -92,7 +92,7 @@ impl RegexFsmBackend {
 
     /// Free text with tagged regions: each tag is `begin`, its content
     /// lowered like any constraint (same options), then `end`; see
-    /// `tokensieve_earley::regular::tagged_text` for how triggers open them.
+    /// `tokensieve_grammar::regular::tagged_text` for how triggers open them.
     fn structural_tag(
         &self,
         tag: &StructuralTag,

@@ -9,13 +9,13 @@
 
 mod region;
 
-use crate::dfa::{ByteDfa, DEAD};
-use crate::trie::TokenTrie;
 use rayon::prelude::*;
 use region::{Frontier, Region, RegionFinder, RegionWalk, WalkCache};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokensieve_core::{CancelToken, GrammarError, Location};
+use tokensieve_grammar::dfa::{ByteDfa, DEAD};
+use tokensieve_grammar::trie::TokenTrie;
 
 /// A row is stored sparse when at most `words / SPARSE_DIVISOR` tokens are
 /// allowed: then filling it (clear + set bits) costs about as much as copying
@@ -1047,9 +1047,9 @@ fn show_bytes(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dfa::DfaLimits;
     use tokensieve_core::Vocabulary;
     use tokensieve_core::vocab::fixtures;
+    use tokensieve_grammar::dfa::DfaLimits;
 
     fn dfa(pattern: &str) -> ByteDfa {
         ByteDfa::build(
@@ -1078,14 +1078,14 @@ mod tests {
     /// prefixes fall back into the free-text loop after one byte, so their
     /// walks reuse the loop's subtrees (the walk memo).
     fn tagged() -> String {
-        let tag = tokensieve_earley::regular::Tag {
+        let tag = tokensieve_grammar::regular::Tag {
             trigger: 0,
             regex: "<f=[0-9]{1,3}>".into(),
         };
-        tokensieve_earley::regular::tagged_text(
+        tokensieve_grammar::regular::tagged_text(
             &["<f="],
             &[tag],
-            &tokensieve_earley::RegularLimits::default(),
+            &tokensieve_grammar::RegularLimits::default(),
         )
         .unwrap()
     }

@@ -24,7 +24,7 @@
 //! 1. [`RegexFsmBackend::lower`]: `Regex` as is; `Choice` as an alternation of
 //!    escaped strings; `JsonSchema` / `JsonObject` through [`json_schema`],
 //!    with JSON whitespace runs bounded by [`RegexFsmConfig::max_whitespace`];
-//!    `Ebnf` through the GBNF front end of `tokensieve-earley` and
+//!    `Ebnf` through the GBNF front end of `tokensieve-grammar` and
 //!    `Grammar::to_regex`.
 //! 2. [`ByteDfa`]: `regex-syntax` parses (look-around and back-references
 //!    are `Unsupported` errors with their byte offset), `regex-automata`
@@ -94,19 +94,15 @@
 
 mod backend;
 mod config;
-mod dfa;
 mod index;
 pub mod json_schema;
 mod matcher;
-mod minimize;
-mod trie;
 
 pub use backend::{BuildStats, RegexFsmBackend, RegexGrammar, SUPPORTED_KINDS};
 pub use config::RegexFsmConfig;
-pub use dfa::ByteDfa;
 pub use index::{IndexStats, TokenIndex};
 pub use matcher::RegexMatcher;
-pub use trie::TokenTrie;
+pub use tokensieve_grammar::{ByteDfa, TokenTrie};
 
 use std::sync::Arc;
 use tokensieve_core::BackendRegistration;

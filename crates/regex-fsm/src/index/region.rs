@@ -23,9 +23,9 @@
 //! on the form and the vocabulary: [`WalkCache`] keeps walks across builds
 //! (the JSON string body of one schema is that of the next).
 
-use crate::dfa::{ByteDfa, DEAD};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use tokensieve_grammar::dfa::{ByteDfa, DEAD};
 
 /// A region holds the states on cycles through its entry of at most this
 /// many transitions (a 4-byte UTF-8 character takes 4, a `\uXXXX` escape 6).

@@ -4,8 +4,8 @@
 
 use regex_automata::meta::Regex;
 use tokensieve_core::{GrammarError, Location};
-use tokensieve_earley::Grammar;
-use tokensieve_earley::gbnf::{self, GbnfLimits};
+use tokensieve_grammar::Grammar;
+use tokensieve_grammar::gbnf::{self, GbnfLimits};
 
 fn fixture(name: &str) -> Grammar {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));

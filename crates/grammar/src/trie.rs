@@ -8,7 +8,7 @@ use tokensieve_core::Vocabulary;
 
 /// One trie node (the root is node 0 and has no byte).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Node {
+pub struct Node {
     /// Index of the first node after this node's subtree.
     pub next: u32,
     /// Depth (1 for a token's first byte).
@@ -20,11 +20,11 @@ pub(crate) struct Node {
 /// Grammar tokens of one vocabulary as a preorder trie.
 #[derive(Debug)]
 pub struct TokenTrie {
-    pub(crate) nodes: Vec<Node>,
+    pub nodes: Vec<Node>,
     /// Tokens ending at node `i`: `tokens[token_start[i]..token_start[i + 1]]`.
-    pub(crate) token_start: Vec<u32>,
-    pub(crate) tokens: Vec<u32>,
-    pub(crate) max_depth: usize,
+    pub token_start: Vec<u32>,
+    pub tokens: Vec<u32>,
+    pub max_depth: usize,
     fingerprint: u64,
 }
 

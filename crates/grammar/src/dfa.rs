@@ -27,14 +27,15 @@ use std::collections::{HashMap, VecDeque};
 use tokensieve_core::{GrammarError, Location};
 
 /// The dead state: every transition from it leads back to it.
-pub(crate) const DEAD: u32 = 0;
+pub const DEAD: u32 = 0;
 
 /// No forced byte (see [`ByteDfa::forced_byte`]).
 const NOT_FORCED: u16 = 256;
 
-/// Limits for [`ByteDfa::build`] (from `RegexFsmConfig`).
+/// Limits for [`ByteDfa::build`]; each backend sets them from its own config
+/// (the knob names in errors are the regex-fsm ones, shared by earley).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct DfaLimits {
+pub struct DfaLimits {
     pub nfa_size_limit: usize,
     pub dfa_size_limit: usize,
     pub max_dfa_states: usize,
@@ -57,12 +58,12 @@ pub struct ByteDfa {
     pending_utf8: Vec<u8>,
     start: u32,
     /// States of the `regex-automata` DFA before pruning and minimization.
-    pub(crate) raw_states: usize,
+    pub raw_states: usize,
 }
 
 impl ByteDfa {
     /// Builds the DFA of `pattern` (whole-output match).
-    pub(crate) fn build(pattern: &str, limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {
+    pub fn build(pattern: &str, limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {
         let hir = parse(pattern)?;
         if hir.properties().look_set().contains_word_unicode() {
             return Err(GrammarError::Unsupported {
@@ -205,17 +206,17 @@ impl ByteDfa {
 
     /// The transitions of `state`, one per byte class.
     #[inline(always)]
-    pub(crate) fn row(&self, state: u32) -> &[u32] {
+    pub fn row(&self, state: u32) -> &[u32] {
         &self.trans[state as usize * self.stride..(state as usize + 1) * self.stride]
     }
 
     /// The byte class of every byte.
-    pub(crate) fn classes(&self) -> &[u8; 256] {
+    pub fn classes(&self) -> &[u8; 256] {
         &self.classes
     }
 
     #[inline(always)]
-    pub(crate) fn class_of(&self, byte: u8) -> usize {
+    pub fn class_of(&self, byte: u8) -> usize {
         self.classes[byte as usize] as usize
     }
 }
