@@ -131,4 +131,12 @@ pub enum StepError {
     /// The matcher hit an internal error earlier and refuses further work.
     #[error("matcher is in an error state: {0}")]
     Poisoned(String),
+    /// A step needed more work or memory than a named limit allows (a
+    /// pathological grammar or input); the matcher refuses further tokens.
+    #[error("{what} exceeds the limit of {limit} (set by {knob})")]
+    LimitExceeded {
+        what: String,
+        limit: usize,
+        knob: String,
+    },
 }

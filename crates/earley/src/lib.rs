@@ -1,4 +1,97 @@
-//! # tokensieve-earley (no matcher yet)
+//! # tokensieve-earley
 //!
-//! The context-free backend of DESIGN.md §3. Its front ends live in
-//! `tokensieve-grammar`; the matcher is being written.
+//! The context-free backend of tokensieve, registered as `earley`: any GBNF
+//! grammar (nested and left recursion included), the builtin JSON grammar
+//! (`json_object`), regexes and choice lists, matched by an Earley parser
+//! whose terminals are **lexemes**, the regular parts of the grammar as byte
+//! DFAs.
+//!
+//! ## When to use it
+//!
+//! For what a regular language cannot say: bracketed and recursive
+//! languages (JSON of any depth, arithmetic, code), where regex-fsm refuses
+//! the grammar. On regular constraints both backends give the same masks;
+//! regex-fsm's are table reads and cost more to compile, earley's compile in
+//! a fraction of a millisecond and compute masks lazily.
+//!
+//! ## How it works
+//!
+//! 1. **Lowering** (front ends in `tokensieve-grammar`): the GBNF text is
+//!    parsed into the grammar IR; every rule whose language is regular
+//!    (`Grammar::rule_regexes`) and whose DFA is small becomes one lexeme,
+//!    and runs of regular symbols in an alternative are merged (`"{" ws`,
+//!    `string ws ":" ws`). The rules left are those that really recurse.
+//! 2. **Parsing**: an Earley item before a lexeme carries that lexeme's DFA
+//!    state, so a byte inside a lexeme is a DFA step; prediction and
+//!    completion run only where a lexeme may end, and a lexeme may always
+//!    end or go on (no greedy lexing: the language is exactly the
+//!    grammar's). Sets are shared and immutable: rollback and fork copy
+//!    pointers, and memory follows the nesting depth, not the output length.
+//! 3. **Masks**: for each lexeme state, one walk of the vocabulary's token
+//!    trie (pruned at the first refused byte) finds the tokens that stay
+//!    inside the lexeme (a row, allowed whatever the stack) and the trie
+//!    nodes where the lexeme may end mid-token. A mask ORs the rows of the
+//!    current items and walks only those exit subtrees through the parser.
+//!    Lexeme indexes are built on first use and shared process-wide by
+//!    every grammar with the same lexeme on the same vocabulary.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tokensieve_core::{Constraint, GrammarBackend, vocab::fixtures};
+//! use tokensieve_earley::{EarleyBackend, EarleyConfig};
+//!
+//! let vocab = Arc::new(fixtures::json_tiny());
+//! let backend = EarleyBackend::new(vocab.clone(), EarleyConfig::default());
+//! let nested = Constraint::ebnf(r#"root ::= "[" root* "]""#, "root");
+//! let mut m = backend.compile(&nested)?.matcher();
+//! m.accept_bytes(b"[[]")?;
+//! assert!(!m.is_accepting());
+//! m.accept_bytes(b"[]]")?;
+//! assert!(m.is_accepting());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Semantics worth knowing
+//!
+//! - Stop tokens are allowed exactly when the output may end; after one,
+//!   only stop tokens. Special, padding and empty tokens are never allowed.
+//! - `json_object` is an object at the top with any JSON inside, at any
+//!   depth; whitespace runs between tokens are bounded by
+//!   [`EarleyConfig::max_whitespace`] (20), compact and fixed separators as
+//!   the options say (indented layout is an `Unsupported` error).
+//! - `json_schema` and `structural_tag` are not served yet: asking for them
+//!   is an `UnsupportedSpec` error, never a wider language.
+//! - Every step is bounded ([`EarleyConfig::max_items`],
+//!   [`EarleyConfig::max_step_work`]): past a limit the step fails with
+//!   `StepError::LimitExceeded` naming it, and the matcher refuses
+//!   everything after (a mask computed when the limit hit holds only the
+//!   tokens proven so far).
+
+mod backend;
+mod config;
+mod lexeme;
+mod lower;
+mod matcher;
+mod parser;
+
+pub use backend::{EarleyBackend, EarleyGrammar, SUPPORTED_KINDS};
+pub use config::EarleyConfig;
+pub use matcher::EarleyMatcher;
+
+use std::sync::Arc;
+use tokensieve_core::BackendRegistration;
+
+/// The registered name of this backend.
+pub const BACKEND_NAME: &str = "earley";
+
+tokensieve_core::inventory::submit! {
+    BackendRegistration {
+        name: BACKEND_NAME,
+        aliases: &[],
+        description: "any context-free GBNF grammar, json_object, regex, choice: an Earley parser over lexeme DFAs, masks from a token trie",
+        factory: |config, vocab| {
+            let config = EarleyConfig::from_backend_config(config)?;
+            Ok(Arc::new(EarleyBackend::new(vocab, config)))
+        },
+    }
+}

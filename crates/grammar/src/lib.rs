@@ -51,6 +51,8 @@ pub mod grammar;
 mod minimize;
 mod recognizer;
 pub mod regular;
+#[doc(hidden)]
+pub mod testing;
 pub mod trie;
 
 pub use dfa::{ByteDfa, DfaLimits};

@@ -71,6 +71,77 @@ impl Grammar {
     }
 }
 
+impl Grammar {
+    /// The regex of every rule (reachable from the root) whose language is
+    /// regular, `None` for the others: a rule is regular when its own
+    /// component is solvable (see the [module docs](crate::regular)) and
+    /// every rule it refers to is regular. A rule whose regex would exceed
+    /// [`RegularLimits::max_regex_len`] counts as not regular. This is how
+    /// the earley backend finds its lexemes: the regular parts of a
+    /// context-free grammar.
+    pub fn rule_regexes(&self, limits: &RegularLimits) -> Vec<Option<String>> {
+        let mut solver = Solver {
+            grammar: self,
+            limits,
+            solved: vec![None; self.rules.len()],
+            // Every member is wanted, not only those used outside.
+            used_outside: vec![true; self.rules.len()],
+        };
+        let mut regular = vec![false; self.rules.len()];
+        for component in components(self, self.root) {
+            let callees_regular = component.iter().all(|&r| {
+                self.rule(r).alternatives.iter().flatten().all(|s| match s {
+                    Symbol::NonTerminal(t) => component.contains(t) || regular[t.index()],
+                    _ => true,
+                })
+            });
+            if callees_regular && solver.solve_component(&component).is_ok() {
+                for &r in &component {
+                    regular[r.index()] = true;
+                }
+            } else {
+                for &r in &component {
+                    solver.solved[r.index()] = None;
+                }
+            }
+        }
+        solver
+            .solved
+            .into_iter()
+            .zip(regular)
+            .map(|(regex, ok)| regex.filter(|_| ok))
+            .collect()
+    }
+}
+
+/// `text` as a regex (regex-syntax dialect) matching exactly it.
+pub fn escape(text: &str) -> String {
+    regex_syntax::escape(text)
+}
+
+/// The regex (regex-syntax dialect) of one terminal symbol, `None` for a
+/// rule reference: a literal escaped, a class as its code point ranges.
+pub fn terminal_regex(symbol: &Symbol) -> Option<String> {
+    match symbol {
+        Symbol::Literal(bytes) => {
+            let text = std::str::from_utf8(bytes).expect("literals are valid UTF-8");
+            Some(regex_syntax::escape(text))
+        }
+        Symbol::Class(class) => {
+            let mut out = String::from("[");
+            for &(lo, hi) in class.ranges() {
+                out.push_str(&format!("\\x{{{:X}}}", lo as u32));
+                if hi != lo {
+                    out.push_str(&format!("-\\x{{{:X}}}", hi as u32));
+                }
+            }
+            out.push(']');
+            Some(out)
+        }
+        Symbol::NonTerminal(_) => None,
+    }
+}
+
 struct Solver<'g> {
     grammar: &'g Grammar,
     limits: &'g RegularLimits,
@@ -203,20 +274,6 @@ impl Solver<'_> {
         let mut out = String::new();
         for symbol in symbols {
             match symbol {
-                Symbol::Literal(bytes) => {
-                    let text = std::str::from_utf8(bytes).expect("literals are valid UTF-8");
-                    out.push_str(&regex_syntax::escape(text));
-                }
-                Symbol::Class(class) => {
-                    out.push('[');
-                    for &(lo, hi) in class.ranges() {
-                        out.push_str(&format!("\\x{{{:X}}}", lo as u32));
-                        if hi != lo {
-                            out.push_str(&format!("-\\x{{{:X}}}", hi as u32));
-                        }
-                    }
-                    out.push(']');
-                }
                 Symbol::NonTerminal(t) => match &self.solved[t.index()] {
                     Some(r) => out.push_str(r),
                     // Solved to the empty language: so is the sequence. The
@@ -224,6 +281,9 @@ impl Solver<'_> {
                     // this does not happen for parsed grammars.
                     None => out.push_str(NOTHING),
                 },
+                terminal => {
+                    out.push_str(&terminal_regex(terminal).expect("a terminal has a regex"))
+                }
             }
             if out.len() > self.limits.max_regex_len {
                 break;

@@ -1,0 +1,243 @@
+//! [`EarleyBackend`] (spec -> flat grammar with lexemes) and the compiled
+//! [`EarleyGrammar`] it hands out.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokensieve_core::{
+    CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
+    GrammarObject, Location, SpecKind, SpecOptions, Vocabulary, Whitespace,
+};
+use tokensieve_grammar::{Grammar, TokenTrie};
+
+use crate::config::EarleyConfig;
+use crate::lower::{Lowering, json_object_gbnf};
+use crate::matcher::EarleyMatcher;
+use crate::parser::{Budget, Cfg, ESet, initial_set};
+
+/// The spec kinds this backend compiles.
+pub const SUPPORTED_KINDS: [SpecKind; 4] = [
+    SpecKind::Ebnf,
+    SpecKind::JsonObject,
+    SpecKind::Regex,
+    SpecKind::Choice,
+];
+
+/// The earley backend for one vocabulary: holds the vocabulary's token trie
+/// (shared with every backend on the same vocabulary).
+pub struct EarleyBackend {
+    vocab: Arc<Vocabulary>,
+    config: EarleyConfig,
+    trie: Arc<TokenTrie>,
+}
+
+impl std::fmt::Debug for EarleyBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarleyBackend")
+            .field("vocab_size", &self.vocab.vocab_size())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl EarleyBackend {
+    /// A backend for `vocab`; builds (or reuses) the vocabulary's token trie.
+    pub fn new(vocab: Arc<Vocabulary>, config: EarleyConfig) -> Self {
+        let trie = TokenTrie::shared(&vocab);
+        EarleyBackend {
+            vocab,
+            config,
+            trie,
+        }
+    }
+
+    pub fn config(&self) -> &EarleyConfig {
+        &self.config
+    }
+
+    /// Compiles with the concrete grammar type.
+    pub fn compile_earley(
+        &self,
+        constraint: &Constraint,
+        cancel: &CancelToken,
+    ) -> Result<EarleyGrammar, GrammarError> {
+        let started = Instant::now();
+        self.config.validate()?;
+        let lowering = Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel);
+        let cfg = match &constraint.spec {
+            ConstraintSpec::Ebnf { grammar, root } => {
+                lowering.grammar(&Grammar::from_gbnf(grammar, root)?)?
+            }
+            ConstraintSpec::JsonObject => {
+                let gbnf = json_gbnf(&constraint.options, self.config.max_whitespace)?;
+                let g = Grammar::from_gbnf(&gbnf, "root").map_err(|e| {
+                    GrammarError::InvalidSpec(format!("the builtin JSON grammar: {e}"))
+                })?;
+                lowering.grammar(&g)?
+            }
+            ConstraintSpec::Regex(pattern) => lowering.regex(pattern)?,
+            ConstraintSpec::Choice(choices) => {
+                if choices.is_empty() {
+                    return Err(GrammarError::InvalidSpec(
+                        "a choice constraint needs at least one string".into(),
+                    ));
+                }
+                let alternatives: Vec<String> = choices
+                    .iter()
+                    .map(|c| tokensieve_grammar::regular::escape(c))
+                    .collect();
+                lowering.regex(&format!("(?:{})", alternatives.join("|")))?
+            }
+            other => return Err(self.unsupported_spec(other.kind())),
+        };
+        let mut budget = Budget::new(self.config.max_step_work, self.config.max_items);
+        let initial = initial_set(&cfg, &mut budget).map_err(|e| GrammarError::LimitExceeded {
+            what: format!("the first Earley set ({e})"),
+            limit: self.config.max_items,
+            knob: "max_items".into(),
+        })?;
+        Ok(EarleyGrammar {
+            inner: Arc::new(GrammarInner {
+                initial: Arc::new(initial),
+                cfg,
+                trie: self.trie.clone(),
+                vocab: self.vocab.clone(),
+                config: self.config.clone(),
+                compile_time: started.elapsed(),
+            }),
+        })
+    }
+}
+
+/// The builtin JSON grammar in the layout the options ask for.
+fn json_gbnf(options: &SpecOptions, max_whitespace: u32) -> Result<String, GrammarError> {
+    Ok(match &options.whitespace {
+        Whitespace::Any => json_object_gbnf(
+            &format!("[ \\t\\n\\r]{{0,{max_whitespace}}}"),
+            "\",\"",
+            "\":\"",
+        ),
+        Whitespace::Compact => json_object_gbnf("\"\"", "\",\"", "\":\""),
+        Whitespace::Fixed {
+            item_separator,
+            key_separator,
+            indent: None,
+        } => json_object_gbnf(
+            "\"\"",
+            &gbnf_literal(item_separator)?,
+            &gbnf_literal(key_separator)?,
+        ),
+        Whitespace::Fixed {
+            indent: Some(_), ..
+        } => {
+            return Err(GrammarError::Unsupported {
+                location: Location::None,
+                what: "indented layout for json_object on the earley backend (indentation \
+                       depends on an unbounded depth; use compact or fixed separators)"
+                    .into(),
+            });
+        }
+    })
+}
+
+/// `text` as a GBNF string literal; an empty separator is a config error.
+fn gbnf_literal(text: &str) -> Result<String, GrammarError> {
+    if text.is_empty() {
+        return Err(GrammarError::InvalidConfig(
+            "JSON separators must not be empty".into(),
+        ));
+    }
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\x{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Ok(out)
+}
+
+impl GrammarBackend for EarleyBackend {
+    fn name(&self) -> &str {
+        crate::BACKEND_NAME
+    }
+
+    fn supported_kinds(&self) -> &[SpecKind] {
+        &SUPPORTED_KINDS
+    }
+
+    fn vocabulary(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    fn compile(&self, constraint: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        self.compile_cancellable(constraint, &CancelToken::new())
+    }
+
+    fn compile_cancellable(
+        &self,
+        constraint: &Constraint,
+        cancel: &CancelToken,
+    ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+        Ok(Arc::new(self.compile_earley(constraint, cancel)?))
+    }
+}
+
+pub(crate) struct GrammarInner {
+    pub cfg: Cfg,
+    pub initial: Arc<ESet>,
+    pub trie: Arc<TokenTrie>,
+    pub vocab: Arc<Vocabulary>,
+    pub config: EarleyConfig,
+    pub compile_time: Duration,
+}
+
+/// A compiled grammar: the flat grammar, its lexemes and the first Earley
+/// set, shared by all its matchers.
+#[derive(Clone)]
+pub struct EarleyGrammar {
+    inner: Arc<GrammarInner>,
+}
+
+impl std::fmt::Debug for EarleyGrammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarleyGrammar")
+            .field("lexemes", &self.inner.cfg.lexemes.len())
+            .field("rules", &self.inner.cfg.alts.len())
+            .field("compile_time", &self.inner.compile_time)
+            .finish()
+    }
+}
+
+impl EarleyGrammar {
+    /// A fresh matcher with its concrete type.
+    pub fn earley_matcher(&self) -> EarleyMatcher {
+        EarleyMatcher::new(self.inner.clone())
+    }
+
+    /// Lexemes (regular parts, each a DFA) and rules (the context-free
+    /// rest, the start rule included) of the flat grammar.
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.inner.cfg.lexemes.len(), self.inner.cfg.alts.len())
+    }
+}
+
+impl CompiledGrammar for EarleyGrammar {
+    fn matcher(&self) -> Box<dyn GrammarObject> {
+        Box::new(self.earley_matcher())
+    }
+
+    fn compile_time(&self) -> Duration {
+        self.inner.compile_time
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.inner.cfg.memory_bytes()
+    }
+}

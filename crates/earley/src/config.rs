@@ -1,0 +1,128 @@
+//! [`EarleyConfig`]: every knob of the earley backend, its default and what
+//! it costs. Through the registry the same knobs are read from
+//! `BackendConfig::options` under the field names.
+
+use tokensieve_core::{BackendConfig, GrammarError};
+use tokensieve_grammar::DfaLimits;
+
+/// Knobs and limits of the earley backend. Every limit, when exceeded, is an
+/// error naming it (at compile time a `GrammarError::LimitExceeded`, at step
+/// time a `StepError::LimitExceeded` that also poisons the matcher).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarleyConfig {
+    /// Steps a matcher keeps for `rollback`. Default 32 (`BackendConfig`).
+    pub max_rollback: usize,
+    /// Most DFA states of one lexeme of a grammar (a regular part of it). A
+    /// regular rule whose DFA is larger stays a grammar rule, split into
+    /// smaller lexemes. Every lexeme state costs one trie walk the first
+    /// time a mask needs it, so small lexemes keep the mask tail short.
+    /// Default 2,000.
+    pub max_lexeme_states: usize,
+    /// Longest regex of one lexeme, in bytes; longer regular rules stay
+    /// grammar rules. Default 64 KiB.
+    pub max_lexeme_regex_len: usize,
+    /// Most DFA states of a whole `regex` or `choice` constraint (one
+    /// lexeme). Default 50,000, as regex-fsm.
+    pub max_dfa_states: usize,
+    /// NFA heap bytes of one lexeme. Default 10 MiB.
+    pub nfa_size_limit: usize,
+    /// DFA heap bytes while determinizing one lexeme. Default 32 MiB.
+    pub dfa_size_limit: usize,
+    /// Most Earley items in the set after one byte. A grammar that is
+    /// ambiguous enough to exceed it poisons the matcher. Default 20,000.
+    pub max_items: usize,
+    /// Work allowed for one mask or one token (item operations, the
+    /// llguidance "fuel"): ~10 ns each, so the default of 2,000,000 bounds
+    /// a step at some tens of milliseconds. Exceeding it poisons the
+    /// matcher (the mask holds the tokens proven so far: never a wider one).
+    pub max_step_work: usize,
+    /// Longest whitespace run of the builtin JSON grammar (`json_object`)
+    /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
+    /// Default 20.
+    pub max_whitespace: u32,
+}
+
+impl Default for EarleyConfig {
+    fn default() -> Self {
+        EarleyConfig {
+            max_rollback: 32,
+            max_lexeme_states: 2_000,
+            max_lexeme_regex_len: 64 << 10,
+            max_dfa_states: 50_000,
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_items: 20_000,
+            max_step_work: 2_000_000,
+            max_whitespace: 20,
+        }
+    }
+}
+
+impl EarleyConfig {
+    /// The config from the registry's [`BackendConfig`]: `max_rollback` from
+    /// its field, every other knob from `options` under its field name.
+    pub fn from_backend_config(config: &BackendConfig) -> Result<Self, GrammarError> {
+        let d = EarleyConfig::default();
+        let c = EarleyConfig {
+            max_rollback: config.max_rollback,
+            max_lexeme_states: config.option("max_lexeme_states", d.max_lexeme_states)?,
+            max_lexeme_regex_len: config.option("max_lexeme_regex_len", d.max_lexeme_regex_len)?,
+            max_dfa_states: config.option("max_dfa_states", d.max_dfa_states)?,
+            nfa_size_limit: config.option("nfa_size_limit", d.nfa_size_limit)?,
+            dfa_size_limit: config.option("dfa_size_limit", d.dfa_size_limit)?,
+            max_items: config.option("max_items", d.max_items)?,
+            max_step_work: config.option("max_step_work", d.max_step_work)?,
+            max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Rejects values no grammar could work with.
+    pub fn validate(&self) -> Result<(), GrammarError> {
+        for (name, value, least) in [
+            ("max_lexeme_states", self.max_lexeme_states, 2),
+            ("max_dfa_states", self.max_dfa_states, 2),
+            ("max_items", self.max_items, 1),
+            ("max_step_work", self.max_step_work, 1),
+        ] {
+            if value < least {
+                return Err(GrammarError::InvalidConfig(format!(
+                    "option `{name}` must be at least {least}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn dfa_limits(&self, max_states: usize) -> DfaLimits {
+        DfaLimits {
+            nfa_size_limit: self.nfa_size_limit,
+            dfa_size_limit: self.dfa_size_limit,
+            max_dfa_states: max_states,
+            minimize: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_read_by_name() {
+        let mut c = BackendConfig::default();
+        c.options.insert("max_items".into(), "77".into());
+        c.options.insert("other_backend_knob".into(), "x".into());
+        let e = EarleyConfig::from_backend_config(&c).unwrap();
+        assert_eq!(e.max_items, 77);
+        assert_eq!(e.max_rollback, 32);
+        c.options.insert("max_step_work".into(), "0".into());
+        assert!(matches!(
+            EarleyConfig::from_backend_config(&c),
+            Err(GrammarError::InvalidConfig(m)) if m.contains("max_step_work")
+        ));
+        c.options.insert("max_step_work".into(), "lots".into());
+        assert!(EarleyConfig::from_backend_config(&c).is_err());
+    }
+}

@@ -1,0 +1,200 @@
+//! Lexemes: the regular parts of a grammar as byte DFAs, and what each DFA
+//! state does to the vocabulary.
+//!
+//! For a lexeme state `s`, one walk of the token trie (pruned at the first
+//! byte the DFA refuses) splits the tokens it can start into:
+//!
+//! - **inside**: tokens whose every byte stays in the lexeme. They are
+//!   allowed whatever the parser stack is (an Earley item sits in the
+//!   lexeme at `s`, and every grammar rule can finish), so they are a
+//!   precomputed row;
+//! - **exits**: trie nodes where the lexeme may end (an accepting state) and
+//!   the token goes on. Only those tokens depend on the stack; the matcher
+//!   walks their subtrees through the parser.
+//!
+//! Both are computed the first time a mask needs the state and kept for
+//! every later grammar with the same lexeme on the same vocabulary (a
+//! process-wide cache keyed by regex and vocabulary fingerprint): the JSON
+//! string body is walked once per process, not once per schema.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokensieve_core::GrammarError;
+use tokensieve_grammar::dfa::DEAD;
+use tokensieve_grammar::{ByteDfa, DfaLimits, TokenTrie};
+
+/// Tokens as a set: sorted ids when few, a bitmask row when many.
+#[derive(Debug)]
+pub(crate) enum TokenSet {
+    Sparse(Vec<u32>),
+    Dense(Vec<u32>),
+}
+
+impl TokenSet {
+    fn from_ids(mut ids: Vec<u32>, words: usize) -> TokenSet {
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() * 32 < words * 4 {
+            return TokenSet::Sparse(ids);
+        }
+        let mut row = vec![0u32; words];
+        for id in ids {
+            row[id as usize / 32] |= 1 << (id % 32);
+        }
+        TokenSet::Dense(row)
+    }
+
+    /// Adds these tokens to `row`.
+    pub(crate) fn or_into(&self, row: &mut [u32]) {
+        match self {
+            TokenSet::Sparse(ids) => {
+                for &id in ids {
+                    row[id as usize / 32] |= 1 << (id % 32);
+                }
+            }
+            TokenSet::Dense(bits) => {
+                for (w, b) in row.iter_mut().zip(bits) {
+                    *w |= b;
+                }
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            TokenSet::Sparse(v) | TokenSet::Dense(v) => v.len() * 4,
+        }
+    }
+}
+
+/// What a lexeme state does to the vocabulary.
+#[derive(Debug)]
+pub(crate) struct StateIndex {
+    /// Tokens that stay inside the lexeme.
+    pub inside: TokenSet,
+    /// `(trie node, its depth)`: the lexeme may end after the node's bytes
+    /// and the tokens below the node go on past it.
+    pub exits: Vec<(u32, u32)>,
+}
+
+/// A lexeme's DFA over one vocabulary, with its states' indexes built on
+/// first use.
+pub(crate) struct Lexeme {
+    pub dfa: ByteDfa,
+    pub trie: Arc<TokenTrie>,
+    words: usize,
+    states: Vec<OnceLock<StateIndex>>,
+}
+
+impl std::fmt::Debug for Lexeme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lexeme")
+            .field("states", &self.dfa.num_states())
+            .finish()
+    }
+}
+
+impl Lexeme {
+    fn new(dfa: ByteDfa, trie: Arc<TokenTrie>, words: usize) -> Lexeme {
+        let states = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
+        Lexeme {
+            dfa,
+            trie,
+            words,
+            states,
+        }
+    }
+
+    /// The index of `state` (built now if no mask has needed it yet).
+    pub(crate) fn state(&self, state: u32) -> &StateIndex {
+        self.states[state as usize].get_or_init(|| self.build_state(state))
+    }
+
+    /// Whether the index of `state` is built.
+    pub(crate) fn is_built(&self, state: u32) -> bool {
+        self.states[state as usize].get().is_some()
+    }
+
+    /// One depth-first walk of the trie from `state`, skipping a subtree at
+    /// the first byte the DFA refuses.
+    fn build_state(&self, state: u32) -> StateIndex {
+        let trie = &*self.trie;
+        let mut inside = Vec::new();
+        let mut exits = Vec::new();
+        let mut stack = vec![DEAD; trie.max_depth + 1];
+        stack[0] = state;
+        let mut i = 1;
+        while i < trie.nodes.len() {
+            let node = trie.nodes[i];
+            let depth = node.depth as usize;
+            let next = self.dfa.next(stack[depth - 1], node.byte);
+            if next == DEAD {
+                i = node.next as usize;
+                continue;
+            }
+            stack[depth] = next;
+            let (lo, hi) = (
+                trie.token_start[i] as usize,
+                trie.token_start[i + 1] as usize,
+            );
+            inside.extend_from_slice(&trie.tokens[lo..hi]);
+            if self.dfa.is_accepting(next) && node.next as usize > i + 1 {
+                exits.push((i as u32, node.depth));
+            }
+            i += 1;
+        }
+        StateIndex {
+            inside: TokenSet::from_ids(inside, self.words),
+            exits,
+        }
+    }
+
+    /// Heap bytes of the indexes built so far.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.dfa.memory_bytes()
+            + self
+                .states
+                .iter()
+                .filter_map(OnceLock::get)
+                .map(|s| s.inside.bytes() + s.exits.len() * 8)
+                .sum::<usize>()
+    }
+}
+
+/// Lexemes by `(vocabulary fingerprint, regex, DFA state limit)`, shared by
+/// every grammar of the process, so the indexes of common lexemes (the JSON
+/// string body, whitespace, numbers) outlive the grammar that built them.
+/// Past [`CACHE_ENTRIES`] lexemes, those no grammar holds are dropped.
+type LexemeCache = HashMap<(u64, String, usize), Arc<Lexeme>>;
+
+const CACHE_ENTRIES: usize = 512;
+
+static CACHE: Mutex<Option<LexemeCache>> = Mutex::new(None);
+
+/// The lexeme of `regex` on the vocabulary of `trie` (whole-match regex in
+/// the regex-syntax dialect), shared with every other grammar using it.
+pub(crate) fn lexeme(
+    regex: &str,
+    trie: &Arc<TokenTrie>,
+    words: usize,
+    limits: &DfaLimits,
+) -> Result<Arc<Lexeme>, GrammarError> {
+    let key = (trie.fingerprint(), regex.to_string(), limits.max_dfa_states);
+    {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let map = cache.get_or_insert_with(HashMap::new);
+        if let Some(l) = map.get(&key) {
+            return Ok(l.clone());
+        }
+    }
+    let dfa = ByteDfa::build(regex, limits)?;
+    let lexeme = Arc::new(Lexeme::new(dfa, trie.clone(), words));
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let map = cache.get_or_insert_with(HashMap::new);
+    if map.len() >= CACHE_ENTRIES {
+        map.retain(|_, l| Arc::strong_count(l) > 1);
+    }
+    map.insert(key, lexeme.clone());
+    Ok(lexeme)
+}

@@ -1,0 +1,262 @@
+//! From a [`Grammar`] (or a regex, a choice list, the builtin JSON grammar)
+//! to the flat [`Cfg`] the parser walks.
+//!
+//! The regular parts of the grammar become lexemes: every rule whose
+//! language is regular ([`Grammar::rule_regexes`]) and whose DFA stays
+//! under [`EarleyConfig::max_lexeme_states`] is one lexeme, and runs of
+//! consecutive regular symbols in an alternative (`"{" ws`, `string ws ":"
+//! ws`) are merged into one. What is left are the rules that really
+//! recurse; the parser only works at their boundaries.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokensieve_core::{CancelToken, GrammarError};
+use tokensieve_grammar::regular::terminal_regex;
+use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
+
+use crate::config::EarleyConfig;
+use crate::lexeme::{Lexeme, lexeme};
+use crate::parser::{Cfg, Sym};
+
+/// Builds the flat grammar; shared by every spec kind.
+pub(crate) struct Lowering<'a> {
+    config: &'a EarleyConfig,
+    trie: &'a Arc<TokenTrie>,
+    words: usize,
+    cancel: &'a CancelToken,
+    syms: Vec<Sym>,
+    alts: Vec<Vec<u32>>,
+    nullable: Vec<bool>,
+    lexemes: Vec<Arc<Lexeme>>,
+    lexeme_ids: HashMap<String, u32>,
+}
+
+/// What a grammar symbol lowers to before runs are merged.
+enum Piece {
+    Regular(String),
+    Rule(RuleId),
+}
+
+impl<'a> Lowering<'a> {
+    pub(crate) fn new(
+        config: &'a EarleyConfig,
+        trie: &'a Arc<TokenTrie>,
+        words: usize,
+        cancel: &'a CancelToken,
+    ) -> Self {
+        Lowering {
+            config,
+            trie,
+            words,
+            cancel,
+            syms: Vec::new(),
+            alts: Vec::new(),
+            nullable: Vec::new(),
+            lexemes: Vec::new(),
+            lexeme_ids: HashMap::new(),
+        }
+    }
+
+    /// A grammar of one lexeme (a `regex` or `choice` constraint), with the
+    /// whole-constraint DFA limit.
+    pub(crate) fn regex(mut self, regex: &str) -> Result<Cfg, GrammarError> {
+        let l = self.lexeme_id(regex, self.config.max_dfa_states)?;
+        let nullable = self.lexemes[l as usize]
+            .dfa
+            .is_accepting(self.lexemes[l as usize].dfa.start());
+        Ok(self.finish(vec![Sym::Lex(l)], nullable))
+    }
+
+    /// A context-free grammar.
+    pub(crate) fn grammar(mut self, g: &Grammar) -> Result<Cfg, GrammarError> {
+        let regexes = g.rule_regexes(&RegularLimits {
+            max_regex_len: self.config.max_lexeme_regex_len,
+            ..RegularLimits::default()
+        });
+        let g_nullable = g.nullable();
+        let mut lexifiable: HashMap<RuleId, bool> = HashMap::new();
+        let mut rule_ids: HashMap<RuleId, u32> = HashMap::new();
+        let mut queue: Vec<RuleId> = Vec::new();
+
+        let root = g.root();
+        let root_syms = if self.is_lexeme(&regexes, &mut lexifiable, root)? {
+            let regex = regexes[root.index()]
+                .as_deref()
+                .expect("lexifiable rules are regular");
+            vec![Sym::Lex(
+                self.lexeme_id(regex, self.config.max_lexeme_states)?,
+            )]
+        } else {
+            vec![Sym::Rule(self.rule_id(
+                root,
+                &mut rule_ids,
+                &mut queue,
+                &g_nullable,
+            ))]
+        };
+        while let Some(rule) = queue.pop() {
+            self.cancel.check()?;
+            let id = rule_ids[&rule];
+            let mut starts = Vec::new();
+            for alt in &g.rule(rule).alternatives {
+                let mut pieces = Vec::with_capacity(alt.len());
+                for symbol in alt {
+                    pieces.push(match symbol {
+                        Symbol::NonTerminal(t) => {
+                            if self.is_lexeme(&regexes, &mut lexifiable, *t)? {
+                                Piece::Regular(regexes[t.index()].clone().expect("regular"))
+                            } else {
+                                Piece::Rule(*t)
+                            }
+                        }
+                        terminal => Piece::Regular(terminal_regex(terminal).expect("a terminal")),
+                    });
+                }
+                starts.push(self.syms.len() as u32);
+                let mut run: Vec<String> = Vec::new();
+                for piece in pieces {
+                    match piece {
+                        Piece::Regular(r) => run.push(r),
+                        Piece::Rule(t) => {
+                            self.flush(&mut run)?;
+                            let sub = self.rule_id(t, &mut rule_ids, &mut queue, &g_nullable);
+                            self.syms.push(Sym::Rule(sub));
+                        }
+                    }
+                }
+                self.flush(&mut run)?;
+                self.syms.push(Sym::End(id));
+            }
+            self.alts[id as usize] = starts;
+        }
+        let root_nullable = g_nullable[root.index()];
+        Ok(self.finish(root_syms, root_nullable))
+    }
+
+    /// Whether rule `t` becomes one lexeme: regular, and its DFA small.
+    fn is_lexeme(
+        &mut self,
+        regexes: &[Option<String>],
+        memo: &mut HashMap<RuleId, bool>,
+        t: RuleId,
+    ) -> Result<bool, GrammarError> {
+        if let Some(&known) = memo.get(&t) {
+            return Ok(known);
+        }
+        let ok = match &regexes[t.index()] {
+            None => false,
+            Some(regex) => {
+                self.cancel.check()?;
+                match lexeme(
+                    regex,
+                    self.trie,
+                    self.words,
+                    &self.config.dfa_limits(self.config.max_lexeme_states),
+                ) {
+                    Ok(_) => true,
+                    Err(GrammarError::LimitExceeded { .. }) => false,
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        memo.insert(t, ok);
+        Ok(ok)
+    }
+
+    fn rule_id(
+        &mut self,
+        rule: RuleId,
+        ids: &mut HashMap<RuleId, u32>,
+        queue: &mut Vec<RuleId>,
+        g_nullable: &[bool],
+    ) -> u32 {
+        *ids.entry(rule).or_insert_with(|| {
+            queue.push(rule);
+            self.alts.push(Vec::new());
+            self.nullable.push(g_nullable[rule.index()]);
+            self.alts.len() as u32 - 1
+        })
+    }
+
+    /// Emits a run of regular pieces as one lexeme, or one lexeme per piece
+    /// when together they exceed the lexeme limits.
+    fn flush(&mut self, run: &mut Vec<String>) -> Result<(), GrammarError> {
+        if run.is_empty() {
+            return Ok(());
+        }
+        let max = self.config.max_lexeme_states;
+        if run.len() > 1 {
+            let joined: String = run.iter().map(|r| format!("(?:{r})")).collect();
+            if joined.len() <= self.config.max_lexeme_regex_len {
+                match self.lexeme_id(&joined, max) {
+                    Ok(l) => {
+                        self.syms.push(Sym::Lex(l));
+                        run.clear();
+                        return Ok(());
+                    }
+                    Err(GrammarError::LimitExceeded { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        for r in run.drain(..) {
+            let l = self.lexeme_id(&r, max)?;
+            self.syms.push(Sym::Lex(l));
+        }
+        Ok(())
+    }
+
+    fn lexeme_id(&mut self, regex: &str, max_states: usize) -> Result<u32, GrammarError> {
+        if let Some(&id) = self.lexeme_ids.get(regex) {
+            return Ok(id);
+        }
+        self.cancel.check()?;
+        let l = lexeme(
+            regex,
+            self.trie,
+            self.words,
+            &self.config.dfa_limits(max_states),
+        )?;
+        let id = self.lexemes.len() as u32;
+        self.lexemes.push(l);
+        self.lexeme_ids.insert(regex.to_string(), id);
+        Ok(id)
+    }
+
+    /// Adds `START ::= root_syms` and returns the flat grammar.
+    fn finish(mut self, root_syms: Vec<Sym>, root_nullable: bool) -> Cfg {
+        let start = self.alts.len() as u32;
+        let start_pos = self.syms.len() as u32;
+        self.syms.extend(root_syms);
+        let accept_pos = self.syms.len() as u32;
+        self.syms.push(Sym::End(start));
+        self.alts.push(vec![start_pos]);
+        self.nullable.push(root_nullable);
+        Cfg {
+            syms: self.syms,
+            alts: self.alts,
+            nullable: self.nullable,
+            lexemes: self.lexemes,
+            start_pos,
+            accept_pos,
+        }
+    }
+}
+
+/// The builtin JSON grammar (ECMA-404) whose root is an object, with
+/// whitespace between tokens as `ws` says (`""` for none).
+pub(crate) fn json_object_gbnf(ws: &str, item_sep: &str, key_sep: &str) -> String {
+    format!(
+        r#"root   ::= object
+value  ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{{" ws ( member ( {item_sep} ws member )* )? "}}"
+member ::= string ws {key_sep} ws value ws
+array  ::= "[" ws ( element ( {item_sep} ws element )* )? "]"
+element ::= value ws
+string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{{4}} ) )* "\""
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws     ::= {ws}
+"#
+    )
+}

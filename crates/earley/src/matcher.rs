@@ -1,0 +1,277 @@
+//! [`EarleyMatcher`]: the per-request state: the current Earley set (which
+//! points at the sets its items started in), a terminated flag, a bounded
+//! history of earlier sets for rollback, and the last mask computed.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokensieve_core::{GrammarObject, GrammarStats, StepError};
+
+use crate::backend::GrammarInner;
+use crate::parser::{self, Budget, ESet, Walker};
+
+/// Longest [`GrammarObject::jump_forward`] answer, in bytes.
+const MAX_JUMP_FORWARD: usize = 64 << 10;
+
+/// A matcher of the earley backend (see [`GrammarObject`] for the contract).
+///
+/// - `accept_token` runs the parser over the token's bytes: a DFA step per
+///   byte inside a lexeme, prediction and completion where one may end.
+/// - `fill_bitmask` ORs the precomputed rows of the lexeme states in the
+///   current set (tokens that stay inside a lexeme) and walks, through the
+///   parser, only the trie subtrees of tokens that leave one. The last mask
+///   is kept: inside a long string the set does not change from token to
+///   token, and neither does the mask.
+/// - Forking copies a few pointers: the chart is shared and immutable.
+/// - After a step error (a named limit) the matcher refuses everything.
+pub struct EarleyMatcher {
+    grammar: Arc<GrammarInner>,
+    cur: Arc<ESet>,
+    terminated: bool,
+    /// `(set, terminated)` before each kept step, oldest first.
+    history: VecDeque<(Arc<ESet>, bool)>,
+    poisoned: Option<StepError>,
+    /// The last mask and the set it was computed for.
+    memo: Option<(Arc<ESet>, Vec<u32>)>,
+    walker: Walker,
+    stats: GrammarStats,
+}
+
+impl std::fmt::Debug for EarleyMatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarleyMatcher")
+            .field("items", &self.cur.items.len())
+            .field("terminated", &self.terminated)
+            .field("poisoned", &self.poisoned)
+            .field("rollback_available", &self.history.len())
+            .finish()
+    }
+}
+
+impl EarleyMatcher {
+    pub(crate) fn new(grammar: Arc<GrammarInner>) -> Self {
+        let stats = GrammarStats {
+            compile_time: grammar.compile_time,
+            ..Default::default()
+        };
+        EarleyMatcher {
+            cur: grammar.initial.clone(),
+            history: VecDeque::new(),
+            grammar,
+            terminated: false,
+            poisoned: None,
+            memo: None,
+            walker: Walker::default(),
+            stats,
+        }
+    }
+
+    /// Earley items in the current set (for diagnostics and tests).
+    pub fn items(&self) -> usize {
+        self.cur.items.len()
+    }
+
+    fn budget(&self) -> Budget {
+        let c = &self.grammar.config;
+        Budget::new(c.max_step_work, c.max_items)
+    }
+
+    fn check(&self) -> Result<(), StepError> {
+        if let Some(e) = &self.poisoned {
+            return Err(StepError::Poisoned(e.to_string()));
+        }
+        if self.terminated {
+            return Err(StepError::Terminated);
+        }
+        Ok(())
+    }
+
+    /// The set after `bytes`; `Ok(Err(offset))` when a byte is refused.
+    fn walk(&mut self, bytes: &[u8]) -> Result<Result<Arc<ESet>, usize>, StepError> {
+        let mut budget = self.budget();
+        let mut set = self.cur.clone();
+        for (i, &b) in bytes.iter().enumerate() {
+            match parser::advance(&self.grammar.cfg, &set, b, &mut budget) {
+                Ok(Some(next)) => set = next,
+                Ok(None) => return Ok(Err(i)),
+                Err(e) => {
+                    self.poisoned = Some(e.clone());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Ok(set))
+    }
+
+    fn push_history(&mut self) {
+        let max = self.grammar.config.max_rollback;
+        if max == 0 {
+            return;
+        }
+        if self.history.len() == max {
+            self.history.pop_front();
+        }
+        self.history.push_back((self.cur.clone(), self.terminated));
+    }
+}
+
+impl GrammarObject for EarleyMatcher {
+    fn accept_token(&mut self, token: u32) -> Result<(), StepError> {
+        self.check()?;
+        let g = self.grammar.clone();
+        if g.vocab.is_stop(token) {
+            if !parser::is_accepting(&g.cfg, &self.cur) {
+                return Err(StepError::TokenRejected { token });
+            }
+            self.push_history();
+            self.terminated = true;
+            self.stats.tokens_accepted += 1;
+            return Ok(());
+        }
+        let Some(bytes) = g.vocab.grammar_bytes(token) else {
+            return Err(StepError::InvalidToken { token });
+        };
+        match self.walk(bytes)? {
+            Ok(next) => {
+                self.push_history();
+                self.cur = next;
+                self.stats.tokens_accepted += 1;
+                Ok(())
+            }
+            Err(_) => Err(StepError::TokenRejected { token }),
+        }
+    }
+
+    fn accept_bytes(&mut self, bytes: &[u8]) -> Result<(), StepError> {
+        self.check()?;
+        match self.walk(bytes)? {
+            Ok(next) => {
+                self.push_history();
+                self.cur = next;
+                Ok(())
+            }
+            Err(offset) => Err(StepError::BytesRejected { offset }),
+        }
+    }
+
+    fn fill_bitmask(&mut self, row: &mut [u32]) {
+        let start = Instant::now();
+        let g = self.grammar.clone();
+        if self.terminated || self.poisoned.is_some() {
+            row.fill(0);
+        } else if let Some((set, mask)) = &self.memo
+            && (Arc::ptr_eq(set, &self.cur) || set.items == self.cur.items)
+        {
+            row.copy_from_slice(mask);
+        } else {
+            let mut budget = self.budget();
+            match self
+                .walker
+                .fill_mask(&g.cfg, &g.trie, &self.cur, row, &mut budget)
+            {
+                // The tokens proven so far stay allowed (never a wider
+                // mask); the matcher refuses what comes next.
+                Err(e) => self.poisoned = Some(e),
+                Ok(()) => self.memo = Some((self.cur.clone(), row.to_vec())),
+            }
+        }
+        // After a stop token only stop tokens, as regex-fsm does, so an
+        // engine that keeps sampling is never handed an empty row.
+        if self.terminated || (self.poisoned.is_none() && parser::is_accepting(&g.cfg, &self.cur)) {
+            for &id in g.vocab.stop_tokens() {
+                if let Some(w) = row.get_mut(id as usize / 32) {
+                    *w |= 1 << (id % 32);
+                }
+            }
+        }
+        self.stats.record_mask(start.elapsed());
+    }
+
+    fn rollback(&mut self, k: usize) -> Result<(), StepError> {
+        if let Some(e) = &self.poisoned {
+            return Err(StepError::Poisoned(e.to_string()));
+        }
+        if k > self.history.len() {
+            return Err(StepError::RollbackTooFar {
+                requested: k,
+                available: self.history.len(),
+            });
+        }
+        if k > 0 {
+            let keep = self.history.len() - k;
+            let (set, terminated) = self.history[keep].clone();
+            self.history.truncate(keep);
+            self.cur = set;
+            self.terminated = terminated;
+            self.stats.rollbacks += k as u64;
+        }
+        Ok(())
+    }
+
+    fn rollback_available(&self) -> usize {
+        self.history.len()
+    }
+
+    fn is_accepting(&self) -> bool {
+        self.poisoned.is_none() && parser::is_accepting(&self.grammar.cfg, &self.cur)
+    }
+
+    fn is_terminated(&self) -> bool {
+        self.terminated
+    }
+
+    fn jump_forward(&self) -> Vec<u8> {
+        if self.terminated || self.poisoned.is_some() {
+            return Vec::new();
+        }
+        let cfg = &self.grammar.cfg;
+        let mut budget = self.budget();
+        let mut set = self.cur.clone();
+        let mut out = Vec::new();
+        let mut keep = 0;
+        while out.len() < MAX_JUMP_FORWARD && !parser::is_accepting(cfg, &set) {
+            let Some(b) = parser::forced_byte(cfg, &set) else {
+                break;
+            };
+            match parser::advance(cfg, &set, b, &mut budget) {
+                Ok(Some(next)) => set = next,
+                _ => break,
+            }
+            out.push(b);
+            if parser::at_char_boundary(cfg, &set) {
+                keep = out.len();
+            }
+        }
+        out.truncate(keep);
+        out
+    }
+
+    fn reset(&mut self) {
+        self.cur = self.grammar.initial.clone();
+        self.terminated = false;
+        self.poisoned = None;
+        self.history.clear();
+        self.stats = GrammarStats {
+            compile_time: self.grammar.compile_time,
+            ..Default::default()
+        };
+    }
+
+    fn fork(&self) -> Box<dyn GrammarObject> {
+        Box::new(EarleyMatcher {
+            grammar: self.grammar.clone(),
+            cur: self.cur.clone(),
+            terminated: self.terminated,
+            history: self.history.clone(),
+            poisoned: self.poisoned.clone(),
+            memo: None,
+            walker: Walker::default(),
+            stats: self.stats.clone(),
+        })
+    }
+
+    fn stats(&self) -> GrammarStats {
+        self.stats.clone()
+    }
+}

@@ -1,0 +1,471 @@
+//! The Earley parser over lexemes: the grammar in its flat form ([`Cfg`]),
+//! Earley items and sets, one byte of scanning ([`advance`]), and the
+//! mask computation ([`fill_mask`]).
+//!
+//! Terminals are lexemes (byte DFAs, see [`crate::lexeme`]); an item sitting
+//! before a lexeme carries that lexeme's DFA state, so a byte inside a
+//! lexeme is one DFA step and the parser proper (prediction, completion)
+//! runs only where a lexeme may end. Lexemes end non-deterministically:
+//! when an item's DFA state is accepting, the set holds both the item (the
+//! lexeme may go on) and its successor (it ended), so the language is
+//! exactly the grammar's, with no greedy lexing.
+//!
+//! Sets are immutable and shared (`Arc`): an item's origin points at the
+//! set its rule started in, so the chart is a graph of the sets still
+//! referenced (a graph-structured stack). Forking a matcher copies one
+//! pointer; sets no item refers to are freed. Empty rules are handled the
+//! Aycock–Horspool way (predicting a nullable rule also moves past it), so
+//! completion never looks into the set being built.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokensieve_core::StepError;
+use tokensieve_grammar::TokenTrie;
+use tokensieve_grammar::dfa::DEAD;
+
+use crate::lexeme::Lexeme;
+
+/// One symbol of the flat grammar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sym {
+    /// A lexeme (index into [`Cfg::lexemes`]).
+    Lex(u32),
+    /// A rule reference.
+    Rule(u32),
+    /// The end of an alternative of this rule.
+    End(u32),
+}
+
+/// The grammar as the parser walks it: every alternative of every rule laid
+/// out in [`Cfg::syms`], each ended by [`Sym::End`]; a position in `syms`
+/// is an LR(0) item (a dotted alternative).
+#[derive(Debug)]
+pub(crate) struct Cfg {
+    pub syms: Vec<Sym>,
+    /// Per rule, the positions where its alternatives start.
+    pub alts: Vec<Vec<u32>>,
+    pub nullable: Vec<bool>,
+    pub lexemes: Vec<Arc<Lexeme>>,
+    /// The position of the start rule's only alternative (`START ::= root`).
+    pub start_pos: u32,
+    /// The position of its end: a set holding it may end the output.
+    pub accept_pos: u32,
+}
+
+impl Cfg {
+    /// The lexeme state an item at `pos` starts with.
+    #[inline]
+    fn initial(&self, pos: u32) -> u32 {
+        match self.syms[pos as usize] {
+            Sym::Lex(l) => self.lexemes[l as usize].dfa.start(),
+            _ => 0,
+        }
+    }
+
+    fn advanced(&self, item: &Item) -> Item {
+        Item {
+            pos: item.pos + 1,
+            lex: self.initial(item.pos + 1),
+            origin: item.origin.clone(),
+        }
+    }
+
+    /// Heap bytes of the lexeme indexes built so far and of the table.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.syms.len() * std::mem::size_of::<Sym>()
+            + self.lexemes.iter().map(|l| l.memory_bytes()).sum::<usize>()
+    }
+}
+
+/// Where an item's rule started.
+#[derive(Debug, Clone)]
+pub(crate) enum Origin {
+    /// In the set that holds the item.
+    Here,
+    /// In an earlier set of the chart.
+    Set(Arc<ESet>),
+    /// In level `k` of a mask walk (never stored in the chart).
+    Local(u32),
+}
+
+impl Origin {
+    /// What this origin means seen from a later set, when `Here` is `here`.
+    #[inline]
+    fn rebased(&self, here: &Origin) -> Origin {
+        match self {
+            Origin::Here => here.clone(),
+            other => other.clone(),
+        }
+    }
+
+    #[inline]
+    fn key(&self) -> usize {
+        match self {
+            Origin::Here => usize::MAX,
+            Origin::Local(k) => *k as usize,
+            Origin::Set(s) => Arc::as_ptr(s) as usize,
+        }
+    }
+}
+
+impl PartialEq for Origin {
+    fn eq(&self, other: &Origin) -> bool {
+        match (self, other) {
+            (Origin::Here, Origin::Here) => true,
+            (Origin::Local(a), Origin::Local(b)) => a == b,
+            (Origin::Set(a), Origin::Set(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// An Earley item: a dotted alternative, the DFA state of the lexeme after
+/// the dot (0 when the dot is not before a lexeme), and its origin.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Item {
+    pub pos: u32,
+    pub lex: u32,
+    pub origin: Origin,
+}
+
+impl Item {
+    #[inline]
+    fn key(&self) -> (u32, u32, usize) {
+        (self.pos, self.lex, self.origin.key())
+    }
+}
+
+/// An Earley set, closed under prediction and completion.
+#[derive(Debug, Default)]
+pub(crate) struct ESet {
+    pub items: Vec<Item>,
+}
+
+/// Work and size budget of one step (a byte run or a mask).
+pub(crate) struct Budget {
+    pub work: usize,
+    pub max_work: usize,
+    pub max_items: usize,
+}
+
+impl Budget {
+    pub(crate) fn new(max_work: usize, max_items: usize) -> Budget {
+        Budget {
+            work: 0,
+            max_work,
+            max_items,
+        }
+    }
+
+    #[inline]
+    fn spend(&mut self, n: usize) -> Result<(), StepError> {
+        self.work += n;
+        if self.work > self.max_work {
+            return Err(StepError::LimitExceeded {
+                what: "the parser work of one step (item operations)".into(),
+                limit: self.max_work,
+                knob: "max_step_work".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Adds items without duplicates: a linear check while the set is small, a
+/// hash set once it grows.
+struct SetBuilder<'a> {
+    items: &'a mut Vec<Item>,
+    seen: Option<HashSet<(u32, u32, usize)>>,
+}
+
+impl SetBuilder<'_> {
+    const LINEAR: usize = 24;
+
+    fn push(&mut self, item: Item, budget: &Budget) -> Result<(), StepError> {
+        let key = item.key();
+        match &mut self.seen {
+            Some(seen) => {
+                if !seen.insert(key) {
+                    return Ok(());
+                }
+            }
+            None => {
+                if self.items.iter().any(|x| x.key() == key) {
+                    return Ok(());
+                }
+                if self.items.len() >= Self::LINEAR {
+                    let mut seen: HashSet<_> = self.items.iter().map(Item::key).collect();
+                    seen.insert(key);
+                    self.seen = Some(seen);
+                }
+            }
+        }
+        if self.items.len() >= budget.max_items {
+            return Err(StepError::LimitExceeded {
+                what: "the Earley items after one byte".into(),
+                limit: budget.max_items,
+                knob: "max_items".into(),
+            });
+        }
+        self.items.push(item);
+        Ok(())
+    }
+}
+
+/// Closes `items` (whose `Here` is the set they form) under prediction and
+/// completion. `locals` are the levels of a mask walk that `Local` origins
+/// point at.
+pub(crate) fn close(
+    cfg: &Cfg,
+    items: &mut Vec<Item>,
+    locals: &[Vec<Item>],
+    budget: &mut Budget,
+) -> Result<(), StepError> {
+    // Seeds may repeat (two lexeme states stepping to the same one).
+    let seeds = std::mem::take(items);
+    let mut set = SetBuilder { items, seen: None };
+    for seed in seeds {
+        set.push(seed, budget)?;
+    }
+    let mut k = 0;
+    while k < set.items.len() {
+        budget.spend(1)?;
+        let item = set.items[k].clone();
+        k += 1;
+        match cfg.syms[item.pos as usize] {
+            Sym::Lex(l) => {
+                if cfg.lexemes[l as usize].dfa.is_accepting(item.lex) {
+                    set.push(cfg.advanced(&item), budget)?;
+                }
+            }
+            Sym::Rule(r) => {
+                for &alt in &cfg.alts[r as usize] {
+                    let predicted = Item {
+                        pos: alt,
+                        lex: cfg.initial(alt),
+                        origin: Origin::Here,
+                    };
+                    set.push(predicted, budget)?;
+                }
+                if cfg.nullable[r as usize] {
+                    set.push(cfg.advanced(&item), budget)?;
+                }
+            }
+            Sym::End(r) => {
+                let parents: &[Item] = match &item.origin {
+                    // Empty: the parents moved past it when they predicted it.
+                    Origin::Here => continue,
+                    Origin::Set(s) => &s.items,
+                    Origin::Local(j) => &locals[*j as usize],
+                };
+                budget.spend(parents.len())?;
+                for parent in parents {
+                    if cfg.syms[parent.pos as usize] == Sym::Rule(r) {
+                        let next = Item {
+                            pos: parent.pos + 1,
+                            lex: cfg.initial(parent.pos + 1),
+                            origin: parent.origin.rebased(&item.origin),
+                        };
+                        set.push(next, budget)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The seeds of the set after `byte`: every item of `from` whose lexeme
+/// takes the byte, with `Here` (the set `from`) rebased to `here`.
+#[inline]
+pub(crate) fn scan(cfg: &Cfg, from: &[Item], here: &Origin, byte: u8, out: &mut Vec<Item>) {
+    for item in from {
+        if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
+            let next = cfg.lexemes[l as usize].dfa.next(item.lex, byte);
+            if next != DEAD {
+                out.push(Item {
+                    pos: item.pos,
+                    lex: next,
+                    origin: item.origin.rebased(here),
+                });
+            }
+        }
+    }
+}
+
+/// The set after `byte` from the chart set `from`, or `None` when the byte
+/// is refused.
+pub(crate) fn advance(
+    cfg: &Cfg,
+    from: &Arc<ESet>,
+    byte: u8,
+    budget: &mut Budget,
+) -> Result<Option<Arc<ESet>>, StepError> {
+    let mut items = Vec::new();
+    scan(
+        cfg,
+        &from.items,
+        &Origin::Set(from.clone()),
+        byte,
+        &mut items,
+    );
+    if items.is_empty() {
+        return Ok(None);
+    }
+    close(cfg, &mut items, &[], budget)?;
+    Ok(Some(Arc::new(ESet { items })))
+}
+
+/// The first set: the start rule predicted.
+pub(crate) fn initial_set(cfg: &Cfg, budget: &mut Budget) -> Result<ESet, StepError> {
+    let mut items = vec![Item {
+        pos: cfg.start_pos,
+        lex: cfg.initial(cfg.start_pos),
+        origin: Origin::Here,
+    }];
+    close(cfg, &mut items, &[], budget)?;
+    Ok(ESet { items })
+}
+
+/// May the output end in this set?
+pub(crate) fn is_accepting(cfg: &Cfg, set: &ESet) -> bool {
+    set.items.iter().any(|i| i.pos == cfg.accept_pos)
+}
+
+/// Is every lexeme of the set between two UTF-8 characters?
+pub(crate) fn at_char_boundary(cfg: &Cfg, set: &ESet) -> bool {
+    set.items.iter().all(|i| match cfg.syms[i.pos as usize] {
+        Sym::Lex(l) => cfg.lexemes[l as usize].dfa.at_char_boundary(i.lex),
+        _ => true,
+    })
+}
+
+/// The only byte that can come next, if exactly one can.
+pub(crate) fn forced_byte(cfg: &Cfg, set: &ESet) -> Option<u8> {
+    let mut found: Option<u8> = None;
+    for item in &set.items {
+        if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
+            let dfa = &cfg.lexemes[l as usize].dfa;
+            if let Some(b) = dfa.forced_byte(item.lex) {
+                match found {
+                    Some(f) if f != b => return None,
+                    _ => found = Some(b),
+                }
+                continue;
+            }
+            // Not forced within the lexeme: unless its only way on is to
+            // end here (no live byte), more than one byte is possible.
+            let mut live = (0..=255u8).filter(|&b| dfa.next(item.lex, b) != DEAD);
+            if let Some(b) = live.next() {
+                if live.next().is_some() {
+                    return None;
+                }
+                match found {
+                    Some(f) if f != b => return None,
+                    _ => found = Some(b),
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Scratch levels of mask walks, kept by a matcher between masks.
+#[derive(Default)]
+pub(crate) struct Walker {
+    levels: Vec<Vec<Item>>,
+}
+
+impl Walker {
+    /// Writes into `row` (cleared first) every token whose bytes the set
+    /// `cur` can take. On a budget error `row` holds the tokens proven so
+    /// far (a subset of the true mask).
+    pub(crate) fn fill_mask(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        cur: &Arc<ESet>,
+        row: &mut [u32],
+        budget: &mut Budget,
+    ) -> Result<(), StepError> {
+        row.fill(0);
+        let here = Origin::Set(cur.clone());
+        for item in &cur.items {
+            let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+                continue;
+            };
+            let lexeme = &cfg.lexemes[l as usize];
+            if !lexeme.is_built(item.lex) {
+                // A first trie walk for this lexeme state: bounded by the
+                // trie, counted as one unit per token.
+                budget.spend(trie.num_tokens() / 64)?;
+            }
+            let state = lexeme.state(item.lex);
+            state.inside.or_into(row);
+            if state.exits.is_empty() {
+                continue;
+            }
+            // The lexeme ends inside the token: the set right after it is
+            // the same for every exit (only origins matter, not offsets).
+            if self.levels.is_empty() {
+                self.levels.push(Vec::new());
+            }
+            let base = &mut self.levels[0];
+            base.clear();
+            base.push(Item {
+                pos: item.pos + 1,
+                lex: cfg.initial(item.pos + 1),
+                origin: item.origin.rebased(&here),
+            });
+            close(cfg, base, &[], budget)?;
+            for &(node, depth) in &state.exits {
+                self.walk_subtree(cfg, trie, node, depth, row, budget)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks the trie below `node` (at `base_depth`) from the set in level
+    /// 0, marking the tokens at every node whose set is not empty.
+    fn walk_subtree(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        node: u32,
+        base_depth: u32,
+        row: &mut [u32],
+        budget: &mut Budget,
+    ) -> Result<(), StepError> {
+        let end = trie.nodes[node as usize].next as usize;
+        let mut j = node as usize + 1;
+        while j < end {
+            let n = trie.nodes[j];
+            let d = (n.depth - base_depth) as usize;
+            if self.levels.len() <= d {
+                self.levels.resize_with(d + 1, Vec::new);
+            }
+            let (parents, rest) = self.levels.split_at_mut(d);
+            let out = &mut rest[0];
+            out.clear();
+            budget.spend(1)?;
+            scan(
+                cfg,
+                &parents[d - 1],
+                &Origin::Local(d as u32 - 1),
+                n.byte,
+                out,
+            );
+            if out.is_empty() {
+                j = n.next as usize;
+                continue;
+            }
+            close(cfg, out, parents, budget)?;
+            for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
+                row[t as usize / 32] |= 1 << (t % 32);
+            }
+            j += 1;
+        }
+        Ok(())
+    }
+}

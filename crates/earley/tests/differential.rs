@@ -1,0 +1,253 @@
+//! The matcher against the reference recognizer (`Grammar::accepts`), byte
+//! by byte, on random grammars and on hand-written ones; and its masks
+//! against `accept_token`, token by token, on a small vocabulary.
+
+use std::sync::Arc;
+
+use tokensieve_core::bitmask::row_is_allowed;
+use tokensieve_core::testing::SplitMix64;
+use tokensieve_core::{Constraint, GrammarBackend, GrammarObject, Vocabulary};
+use tokensieve_earley::{EarleyBackend, EarleyConfig};
+use tokensieve_grammar::Grammar;
+use tokensieve_grammar::testing::{mutate, random_gbnf, random_sentence, random_text};
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../grammar/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Hand-written grammars: (name, GBNF).
+fn hand_written() -> Vec<(&'static str, String)> {
+    vec![
+        ("json", fixture("json.gbnf")),
+        ("arithmetic", fixture("arithmetic.gbnf")),
+        ("list", fixture("list.gbnf")),
+        ("chess", fixture("chess.gbnf")),
+        ("c_identifiers", fixture("c_identifiers.gbnf")),
+        (
+            "brackets",
+            r#"root ::= ( "(" root ")" | "[" root "]" | "{" root "}" | [a-c] )*"#.into(),
+        ),
+        (
+            "expr",
+            r#"
+root   ::= expr
+expr   ::= expr [-+] term | term
+term   ::= term [*/] factor | factor
+factor ::= "-" factor | "(" expr ")" | [0-9]+ ("." [0-9]+)?
+"#
+            .into(),
+        ),
+        (
+            "sql",
+            r#"
+root    ::= select ";"
+select  ::= "SELECT " cols " FROM " ident where? 
+cols    ::= "*" | ident (", " ident)*
+where   ::= " WHERE " cond
+cond    ::= cond " AND " cond | cond " OR " cond | "(" cond ")" | ident " = " value | ident " IN (" select ")"
+value   ::= [0-9]+ | "'" [^']* "'"
+ident   ::= [a-z_] [a-z0-9_]*
+"#
+            .into(),
+        ),
+        (
+            "left_list",
+            r#"
+root ::= list
+list ::= list "," item | item
+item ::= [a-z]+ | "<" list ">"
+"#
+            .into(),
+        ),
+        (
+            "ambiguous",
+            r#"
+root ::= s
+s ::= s s | "a" | "" | "b" s "b"
+"#
+            .into(),
+        ),
+    ]
+}
+
+/// Every single byte, some multi-byte pieces of the grammars above, and a
+/// stop token.
+fn small_vocab() -> Arc<Vocabulary> {
+    let mut tokens: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
+    for t in [
+        "ab", "ba", "a(", "()", ")a", "((", "))", "é", "(é", "é)", "bc", "ca)", "\":", "\": ",
+        "{\"", "\"}", "[]", "{}", "12", "1.5", "e-", ", ", "SELECT", " FROM ", "_id", " = ", "'x'",
+        "aa", "aaa", "bb", "<a", ">,", "- ", "\n", "  ", "true", "nul", "\\u",
+    ] {
+        tokens.push((t.as_bytes().to_vec(), false));
+    }
+    tokens.push((b"<eos>".to_vec(), true));
+    let eos = tokens.len() as u32 - 1;
+    Arc::new(
+        Vocabulary::new(tokensieve_core::VocabType::Raw, tokens)
+            .with_stop_tokens(&[eos])
+            .unwrap(),
+    )
+}
+
+fn backend(vocab: &Arc<Vocabulary>) -> EarleyBackend {
+    EarleyBackend::new(vocab.clone(), EarleyConfig::default())
+}
+
+/// The matcher's verdict on a whole text.
+fn matcher_accepts(m: &mut dyn GrammarObject, text: &[u8]) -> bool {
+    m.reset();
+    m.accept_bytes(text).is_ok() && m.is_accepting()
+}
+
+/// Byte-level verdicts on sentences of the grammar, their near misses and
+/// random texts must equal the recognizer's.
+fn check_verdicts(name: &str, gbnf: &str, backend: &EarleyBackend, r: &mut SplitMix64) -> usize {
+    let g = Grammar::from_gbnf(gbnf, "root").unwrap();
+    let compiled = backend
+        .compile(&Constraint::ebnf(gbnf, "root"))
+        .unwrap_or_else(|e| panic!("{name}: {e}\n{gbnf}"));
+    let mut m = compiled.matcher();
+    let alphabet: Vec<u8> = b"ab()[]{}<>,;=*+-. 0123456789\"'\n\\e"
+        .iter()
+        .copied()
+        .chain([0xC3, 0xA9])
+        .collect();
+    let mut checked = 0;
+    for _ in 0..30 {
+        let sentence = random_sentence(&g, r, 6);
+        assert!(
+            g.accepts(&sentence),
+            "{name}: the sampler made a non-sentence"
+        );
+        assert!(
+            matcher_accepts(&mut *m, &sentence),
+            "{name}: rejects {:?}\n{gbnf}",
+            String::from_utf8_lossy(&sentence)
+        );
+        for _ in 0..4 {
+            let near = mutate(&sentence, &alphabet, r);
+            assert_eq!(
+                matcher_accepts(&mut *m, &near),
+                g.accepts(&near),
+                "{name}: on {:?}\n{gbnf}",
+                String::from_utf8_lossy(&near)
+            );
+            checked += 1;
+        }
+        let text = random_text(r, 8);
+        assert_eq!(
+            matcher_accepts(&mut *m, &text),
+            g.accepts(&text),
+            "{name}: on {:?}\n{gbnf}",
+            String::from_utf8_lossy(&text)
+        );
+        checked += 2;
+    }
+    checked
+}
+
+#[test]
+fn hand_written_grammars_agree_with_the_recognizer() {
+    let vocab = small_vocab();
+    let backend = backend(&vocab);
+    let mut r = SplitMix64(11);
+    for (name, gbnf) in hand_written() {
+        check_verdicts(name, &gbnf, &backend, &mut r);
+    }
+}
+
+#[test]
+fn random_grammars_agree_with_the_recognizer() {
+    let vocab = small_vocab();
+    let backend = backend(&vocab);
+    let mut r = SplitMix64(0x5EED);
+    let mut grammars = 0;
+    for _ in 0..300 {
+        let gbnf = random_gbnf(&mut r);
+        if Grammar::from_gbnf(&gbnf, "root").is_err() {
+            continue;
+        }
+        grammars += 1;
+        check_verdicts("random", &gbnf, &backend, &mut r);
+    }
+    assert!(grammars > 150, "only {grammars} random grammars were valid");
+}
+
+/// At every step of a walk, the mask allows exactly the tokens that
+/// `accept_token` takes (every token of the small vocabulary), and the stop
+/// token exactly when the output may end.
+fn check_masks(name: &str, gbnf: &str, vocab: &Arc<Vocabulary>, r: &mut SplitMix64) {
+    let g = Grammar::from_gbnf(gbnf, "root").unwrap();
+    let compiled = backend(vocab)
+        .compile(&Constraint::ebnf(gbnf, "root"))
+        .unwrap();
+    let eos = vocab.stop_tokens()[0];
+    let mut row = vec![0u32; vocab.mask_words()];
+    for _ in 0..6 {
+        let sentence = random_sentence(&g, r, 5);
+        let mut m = compiled.matcher();
+        let mut at = 0;
+        loop {
+            m.fill_bitmask(&mut row);
+            for t in 0..vocab.vocab_size() as u32 {
+                let took = m.fork().accept_token(t).is_ok();
+                assert_eq!(
+                    row_is_allowed(&row, t),
+                    took,
+                    "{name}: token {:?} after {:?}",
+                    String::from_utf8_lossy(vocab.token_bytes(t)),
+                    String::from_utf8_lossy(&sentence[..at])
+                );
+            }
+            assert_eq!(row_is_allowed(&row, eos), m.is_accepting());
+            if at == sentence.len() {
+                break;
+            }
+            // Advance by a random allowed token that is a prefix of the rest.
+            let rest = &sentence[at..];
+            let fits: Vec<u32> = (0..vocab.vocab_size() as u32)
+                .filter(|&t| {
+                    vocab
+                        .grammar_bytes(t)
+                        .is_some_and(|b| rest.starts_with(b) && row_is_allowed(&row, t))
+                })
+                .collect();
+            assert!(!fits.is_empty(), "{name}: no token continues {rest:?}");
+            let t = fits[r.below(fits.len())];
+            m.accept_token(t).unwrap();
+            at += vocab.token_bytes(t).len();
+        }
+        assert!(m.is_accepting());
+        m.accept_token(eos).unwrap();
+        assert!(m.is_terminated());
+    }
+}
+
+#[test]
+fn masks_match_accept_token_on_hand_written_grammars() {
+    let vocab = small_vocab();
+    let mut r = SplitMix64(5);
+    for (name, gbnf) in hand_written() {
+        check_masks(name, &gbnf, &vocab, &mut r);
+    }
+}
+
+#[test]
+fn masks_match_accept_token_on_random_grammars() {
+    let vocab = small_vocab();
+    let mut r = SplitMix64(77);
+    let mut checked = 0;
+    while checked < 60 {
+        let gbnf = random_gbnf(&mut r);
+        if Grammar::from_gbnf(&gbnf, "root").is_err() {
+            continue;
+        }
+        check_masks("random", &gbnf, &vocab, &mut r);
+        checked += 1;
+    }
+}
