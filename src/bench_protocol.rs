@@ -100,9 +100,19 @@ pub fn compile_timed_cancellable(
     schema_text: &str,
     cancel: &CancelToken,
 ) -> (Result<Arc<dyn CompiledGrammar>, GrammarError>, Duration) {
+    compile_constraint_timed(backend, &Constraint::json_schema(schema_text), cancel)
+}
+
+/// [`compile_timed_cancellable`] for any constraint (a grammar walked over
+/// MaskBench instances instead of their schemas, say).
+pub fn compile_constraint_timed(
+    backend: &dyn GrammarBackend,
+    constraint: &Constraint,
+    cancel: &CancelToken,
+) -> (Result<Arc<dyn CompiledGrammar>, GrammarError>, Duration) {
     let start = Instant::now();
     let result = backend
-        .compile_cancellable(&Constraint::json_schema(schema_text), cancel)
+        .compile_cancellable(constraint, cancel)
         .inspect(|grammar| drop(std::hint::black_box(grammar.matcher())));
     (result, start.elapsed())
 }
@@ -136,6 +146,15 @@ pub fn compile_with_timeout(
     schema_text: String,
     timeout: Option<Duration>,
 ) -> CompileOutcome {
+    compile_constraint_with_timeout(backend, Constraint::json_schema(schema_text), timeout)
+}
+
+/// [`compile_with_timeout`] for any constraint.
+pub fn compile_constraint_with_timeout(
+    backend: Arc<dyn GrammarBackend>,
+    constraint: Constraint,
+    timeout: Option<Duration>,
+) -> CompileOutcome {
     let (tx, rx) = mpsc::channel();
     let cancel = CancelToken::new();
     let worker_cancel = cancel.clone();
@@ -143,7 +162,7 @@ pub fn compile_with_timeout(
         .name("tokensieve-compile".into())
         .spawn(move || {
             let compiled = catch_panic(|| {
-                compile_timed_cancellable(backend.as_ref(), &schema_text, &worker_cancel)
+                compile_constraint_timed(backend.as_ref(), &constraint, &worker_cancel)
             });
             let outcome = match compiled {
                 Ok((Ok(grammar), elapsed)) => CompileOutcome::Ready { grammar, elapsed },

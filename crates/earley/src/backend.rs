@@ -1,19 +1,19 @@
 //! [`EarleyBackend`] (spec -> flat grammar with lexemes) and the compiled
 //! [`EarleyGrammar`] it hands out.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokensieve_core::{
-    CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
-    GrammarObject, Location, SpecKind, SpecOptions, Vocabulary, Whitespace,
+    CacheKey, CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend,
+    GrammarError, GrammarObject, Location, SpecKind, SpecOptions, Vocabulary, Whitespace,
 };
 use tokensieve_grammar::{Grammar, TokenTrie};
 
 use crate::config::EarleyConfig;
 use crate::lower::{Lowering, json_object_gbnf};
 use crate::matcher::EarleyMatcher;
-use crate::parser::{Budget, Cfg, ESet, initial_set};
+use crate::parser::{Budget, Cfg, ESet, SummaryCache, initial_set};
 
 /// The spec kinds this backend compiles.
 pub const SUPPORTED_KINDS: [SpecKind; 4] = [
@@ -29,6 +29,9 @@ pub struct EarleyBackend {
     vocab: Arc<Vocabulary>,
     config: EarleyConfig,
     trie: Arc<TokenTrie>,
+    /// Summaries of recently compiled constraints, by cache key, so a
+    /// recompile starts warm ([`EarleyConfig::shared_summaries`]).
+    summaries: Mutex<Vec<(CacheKey, Arc<SummaryCache>)>>,
 }
 
 impl std::fmt::Debug for EarleyBackend {
@@ -48,7 +51,30 @@ impl EarleyBackend {
             vocab,
             config,
             trie,
+            summaries: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The summary cache for `key`: the one a recent compile of the same
+    /// constraint left, or a new one (kept for the next compile).
+    fn summary_cache(&self, key: CacheKey) -> Arc<SummaryCache> {
+        let limit = self.config.shared_summaries;
+        if limit == 0 {
+            return Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
+        }
+        let mut kept = self.summaries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = kept.iter().position(|(k, _)| *k == key) {
+            let entry = kept.remove(i);
+            let cache = entry.1.clone();
+            kept.push(entry);
+            return cache;
+        }
+        if kept.len() >= limit {
+            kept.remove(0);
+        }
+        let cache = Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
+        kept.push((key, cache.clone()));
+        cache
     }
 
     pub fn config(&self) -> &EarleyConfig {
@@ -99,6 +125,7 @@ impl EarleyBackend {
         Ok(EarleyGrammar {
             inner: Arc::new(GrammarInner {
                 initial: Arc::new(initial),
+                summaries: self.summary_cache(constraint.cache_key()),
                 cfg,
                 trie: self.trie.clone(),
                 vocab: self.vocab.clone(),
@@ -192,6 +219,8 @@ impl GrammarBackend for EarleyBackend {
 pub(crate) struct GrammarInner {
     pub cfg: Cfg,
     pub initial: Arc<ESet>,
+    /// Mask summaries by set shape, filled as masks are asked for.
+    pub summaries: Arc<SummaryCache>,
     pub trie: Arc<TokenTrie>,
     pub vocab: Arc<Vocabulary>,
     pub config: EarleyConfig,
@@ -238,6 +267,6 @@ impl CompiledGrammar for EarleyGrammar {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.inner.cfg.memory_bytes()
+        self.inner.cfg.memory_bytes() + self.inner.summaries.bytes()
     }
 }

@@ -36,6 +36,15 @@ pub struct EarleyConfig {
     /// a step at some tens of milliseconds. Exceeding it poisons the
     /// matcher (the mask holds the tokens proven so far: never a wider one).
     pub max_step_work: usize,
+    /// Heap bytes of mask summaries a compiled grammar keeps (one per set
+    /// shape met: a mask row and the few subtrees left to the stack); past
+    /// it they are dropped and recomputed on demand. Default 64 MiB.
+    pub mask_cache_bytes: usize,
+    /// Grammars whose mask summaries outlive them: compiling the same
+    /// constraint again (a serving engine that evicted it, a benchmark that
+    /// compiles per file) starts with the summaries the last compile
+    /// learned. 0 = every compile starts cold. Default 64.
+    pub shared_summaries: usize,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -53,6 +62,8 @@ impl Default for EarleyConfig {
             dfa_size_limit: 32 << 20,
             max_items: 20_000,
             max_step_work: 2_000_000,
+            mask_cache_bytes: 64 << 20,
+            shared_summaries: 64,
             max_whitespace: 20,
         }
     }
@@ -72,6 +83,8 @@ impl EarleyConfig {
             dfa_size_limit: config.option("dfa_size_limit", d.dfa_size_limit)?,
             max_items: config.option("max_items", d.max_items)?,
             max_step_work: config.option("max_step_work", d.max_step_work)?,
+            mask_cache_bytes: config.option("mask_cache_bytes", d.mask_cache_bytes)?,
+            shared_summaries: config.option("shared_summaries", d.shared_summaries)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;

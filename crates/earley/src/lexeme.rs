@@ -32,7 +32,7 @@ pub(crate) enum TokenSet {
 }
 
 impl TokenSet {
-    fn from_ids(mut ids: Vec<u32>, words: usize) -> TokenSet {
+    pub(crate) fn from_ids(mut ids: Vec<u32>, words: usize) -> TokenSet {
         ids.sort_unstable();
         ids.dedup();
         if ids.len() * 32 < words * 4 {
@@ -61,7 +61,7 @@ impl TokenSet {
         }
     }
 
-    fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         match self {
             TokenSet::Sparse(v) | TokenSet::Dense(v) => v.len() * 4,
         }

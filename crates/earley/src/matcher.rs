@@ -9,7 +9,7 @@ use std::time::Instant;
 use tokensieve_core::{GrammarObject, GrammarStats, StepError};
 
 use crate::backend::GrammarInner;
-use crate::parser::{self, Budget, ESet, Walker};
+use crate::parser::{self, Budget, ESet, Walker, shape};
 
 /// Longest [`GrammarObject::jump_forward`] answer, in bytes.
 const MAX_JUMP_FORWARD: usize = 64 << 10;
@@ -35,6 +35,9 @@ pub struct EarleyMatcher {
     /// The last mask and the set it was computed for.
     memo: Option<(Arc<ESet>, Vec<u32>)>,
     walker: Walker,
+    /// Scratch for the current set's shape and markers.
+    shape: Vec<(u32, u32, u32)>,
+    markers: Vec<Arc<ESet>>,
     stats: GrammarStats,
 }
 
@@ -63,6 +66,8 @@ impl EarleyMatcher {
             poisoned: None,
             memo: None,
             walker: Walker::default(),
+            shape: Vec::new(),
+            markers: Vec::new(),
             stats,
         }
     }
@@ -102,6 +107,40 @@ impl EarleyMatcher {
             }
         }
         Ok(Ok(set))
+    }
+
+    /// The mask of the current set: its shape's summary (cached in the
+    /// grammar), then the pending subtrees. Summaries get a quarter of the
+    /// step budget; past it (a very ambiguous grammar) the mask is walked
+    /// directly with a fresh, full budget.
+    fn compute_mask(&mut self, row: &mut [u32], budget: &mut Budget) -> Result<(), StepError> {
+        let g = &*self.grammar;
+        shape(&self.cur.items, &mut self.shape, &mut self.markers);
+        let mut quarter = Budget::new(budget.max_work / 4, budget.max_items);
+        let summarized = match g.summaries.get(&self.shape) {
+            Some(s) => Ok(s),
+            None => self
+                .walker
+                .summarize(
+                    &g.cfg,
+                    &g.trie,
+                    &self.cur,
+                    &self.markers,
+                    g.vocab.mask_words(),
+                    &mut quarter,
+                )
+                .map(|s| g.summaries.insert(&self.shape, s)),
+        };
+        let done = summarized.and_then(|summary| {
+            self.walker
+                .finish_mask(&g.cfg, &g.trie, &summary, &self.markers, row, &mut quarter)
+        });
+        match done {
+            Err(StepError::LimitExceeded { .. }) => self
+                .walker
+                .fill_direct(&g.cfg, &g.trie, &self.cur, row, budget),
+            other => other,
+        }
     }
 
     fn push_history(&mut self) {
@@ -166,15 +205,14 @@ impl GrammarObject for EarleyMatcher {
             row.copy_from_slice(mask);
         } else {
             let mut budget = self.budget();
-            match self
-                .walker
-                .fill_mask(&g.cfg, &g.trie, &self.cur, row, &mut budget)
-            {
+            match self.compute_mask(row, &mut budget) {
                 // The tokens proven so far stay allowed (never a wider
                 // mask); the matcher refuses what comes next.
                 Err(e) => self.poisoned = Some(e),
                 Ok(()) => self.memo = Some((self.cur.clone(), row.to_vec())),
             }
+            // The markers hold older sets alive: let them go.
+            self.markers.clear();
         }
         // After a stop token only stop tokens, as regex-fsm does, so an
         // engine that keeps sampling is never handed an empty row.
@@ -267,6 +305,8 @@ impl GrammarObject for EarleyMatcher {
             poisoned: self.poisoned.clone(),
             memo: None,
             walker: Walker::default(),
+            shape: Vec::new(),
+            markers: Vec::new(),
             stats: self.stats.clone(),
         })
     }

@@ -17,14 +17,14 @@
 //! Aycock–Horspool way (predicting a nullable rule also moves past it), so
 //! completion never looks into the set being built.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use tokensieve_core::StepError;
 use tokensieve_grammar::TokenTrie;
 use tokensieve_grammar::dfa::DEAD;
 
-use crate::lexeme::Lexeme;
+use crate::lexeme::{Lexeme, TokenSet};
 
 /// One symbol of the flat grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +221,7 @@ pub(crate) fn close(
     items: &mut Vec<Item>,
     locals: &[Vec<Item>],
     budget: &mut Budget,
+    mut frontier: Option<&mut Frontier>,
 ) -> Result<(), StepError> {
     // Seeds may repeat (two lexeme states stepping to the same one).
     let seeds = std::mem::take(items);
@@ -256,7 +257,15 @@ pub(crate) fn close(
                 let parents: &[Item] = match &item.origin {
                     // Empty: the parents moved past it when they predicted it.
                     Origin::Here => continue,
-                    Origin::Set(s) => &s.items,
+                    Origin::Set(s) => match frontier.as_deref_mut() {
+                        // A summary may look into the current set only:
+                        // completing into an older one is left for later.
+                        Some(f) if !f.cur.is_some_and(|c| Arc::ptr_eq(s, c)) => {
+                            f.reached.push((f.marker(s), r));
+                            continue;
+                        }
+                        _ => &s.items,
+                    },
                     Origin::Local(j) => &locals[*j as usize],
                 };
                 budget.spend(parents.len())?;
@@ -313,7 +322,7 @@ pub(crate) fn advance(
     if items.is_empty() {
         return Ok(None);
     }
-    close(cfg, &mut items, &[], budget)?;
+    close(cfg, &mut items, &[], budget, None)?;
     Ok(Some(Arc::new(ESet { items })))
 }
 
@@ -324,7 +333,7 @@ pub(crate) fn initial_set(cfg: &Cfg, budget: &mut Budget) -> Result<ESet, StepEr
         lex: cfg.initial(cfg.start_pos),
         origin: Origin::Here,
     }];
-    close(cfg, &mut items, &[], budget)?;
+    close(cfg, &mut items, &[], budget, None)?;
     Ok(ESet { items })
 }
 
@@ -371,17 +380,168 @@ pub(crate) fn forced_byte(cfg: &Cfg, set: &ESet) -> Option<u8> {
     found
 }
 
-/// Scratch levels of mask walks, kept by a matcher between masks.
+/// While a [`Summary`] is computed: the set it may look into (`cur`, the
+/// chart set the mask is for; none below the first level), the older sets
+/// the items start in (markers, by first appearance), and the completions
+/// into those that a closure met (`(marker, rule)`), which the summary
+/// leaves pending.
+pub(crate) struct Frontier<'a> {
+    cur: Option<&'a Arc<ESet>>,
+    markers: &'a [Arc<ESet>],
+    reached: Vec<(u32, u32)>,
+}
+
+impl Frontier<'_> {
+    fn marker(&self, set: &Arc<ESet>) -> u32 {
+        self.markers
+            .iter()
+            .position(|m| Arc::ptr_eq(m, set))
+            .expect("every older set an item of the current set starts in is a marker")
+            as u32
+    }
+}
+
+type ShapeKey = Box<[(u32, u32, u32)]>;
+
+/// A completion left pending while summarizing: `(marker, rule, node, depth)`.
+type PendingAt = (u32, u32, u32, u32);
+
+/// What a summary could not decide: below these trie nodes (`(node,
+/// depth)`), tokens go on after rule `rule` completes into the set of
+/// marker `marker`; only the real parents there can tell.
+#[derive(Debug)]
+pub(crate) struct Group {
+    marker: u32,
+    rule: u32,
+    nodes: Vec<(u32, u32)>,
+}
+
+/// Most child summaries one summary keeps (then they are recomputed).
+const CHILDREN: usize = 256;
+
+/// The mask of a set *shape*: its items with every older origin replaced
+/// by a marker. What the shape decides is `allowed`; what depends on the
+/// sets below it is in `groups`. Every set of the same shape (every value
+/// of every object member, whatever the nesting) shares it.
+#[derive(Debug)]
+pub(crate) struct Summary {
+    allowed: TokenSet,
+    groups: Vec<Group>,
+    /// The summaries of the pending subtrees, by the shape of the sets the
+    /// pending completions give (all groups together).
+    children: Mutex<HashMap<ShapeKey, Arc<Summary>>>,
+}
+
+impl Summary {
+    pub(crate) fn bytes(&self) -> usize {
+        self.allowed.bytes()
+            + self
+                .groups
+                .iter()
+                .map(|g| g.nodes.len() * 8 + std::mem::size_of::<Group>())
+                .sum::<usize>()
+    }
+
+    fn new(allowed: TokenSet, mut pending: Vec<(u32, u32, u32, u32)>) -> Summary {
+        pending.sort_unstable();
+        pending.dedup();
+        let mut groups: Vec<Group> = Vec::new();
+        for (marker, rule, node, depth) in pending {
+            match groups.last_mut() {
+                Some(g) if (g.marker, g.rule) == (marker, rule) => g.nodes.push((node, depth)),
+                _ => groups.push(Group {
+                    marker,
+                    rule,
+                    nodes: vec![(node, depth)],
+                }),
+            }
+        }
+        Summary {
+            allowed,
+            groups,
+            children: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// Summaries by shape, shared by every matcher of a grammar; emptied when
+/// they hold more than `limit` bytes.
+pub(crate) struct SummaryCache {
+    map: Mutex<(HashMap<ShapeKey, Arc<Summary>>, usize)>,
+    limit: usize,
+}
+
+impl SummaryCache {
+    pub(crate) fn new(limit: usize) -> Self {
+        SummaryCache {
+            map: Mutex::new((HashMap::new(), 0)),
+            limit,
+        }
+    }
+
+    pub(crate) fn get(&self, key: &[(u32, u32, u32)]) -> Option<Arc<Summary>> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.0.get(key).cloned()
+    }
+
+    pub(crate) fn insert(&self, key: &[(u32, u32, u32)], summary: Summary) -> Arc<Summary> {
+        let summary = Arc::new(summary);
+        let size = summary.bytes() + key.len() * 12;
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.1 + size > self.limit {
+            map.0.clear();
+            map.1 = 0;
+        }
+        if size <= self.limit {
+            map.0.insert(key.into(), summary.clone());
+            map.1 += size;
+        }
+        summary
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+}
+
+/// A set's shape: `(pos, lexeme state, origin)` per item, the origin as
+/// `u32::MAX` for the set itself (or a walk level) or a marker number; and
+/// the markers.
+pub(crate) fn shape(items: &[Item], key: &mut Vec<(u32, u32, u32)>, markers: &mut Vec<Arc<ESet>>) {
+    key.clear();
+    markers.clear();
+    shape_append(items, key, markers);
+}
+
+/// [`shape`] added to a key, markers shared with what is there.
+fn shape_append(items: &[Item], key: &mut Vec<(u32, u32, u32)>, markers: &mut Vec<Arc<ESet>>) {
+    for item in items {
+        let origin = match &item.origin {
+            Origin::Set(s) => match markers.iter().position(|m| Arc::ptr_eq(m, s)) {
+                Some(m) => m as u32,
+                None => {
+                    markers.push(s.clone());
+                    markers.len() as u32 - 1
+                }
+            },
+            _ => u32::MAX,
+        };
+        key.push((item.pos, item.lex, origin));
+    }
+}
+
+/// Scratch of mask walks, kept by a matcher between masks.
 #[derive(Default)]
 pub(crate) struct Walker {
     levels: Vec<Vec<Item>>,
 }
 
 impl Walker {
-    /// Writes into `row` (cleared first) every token whose bytes the set
-    /// `cur` can take. On a budget error `row` holds the tokens proven so
-    /// far (a subset of the true mask).
-    pub(crate) fn fill_mask(
+    /// The mask of `cur` by walking every exit subtree through the real
+    /// chart, with nothing cached: the fallback when summaries cost more
+    /// than they save (highly ambiguous grammars, where one set holds many
+    /// pending completions).
+    pub(crate) fn fill_direct(
         &mut self,
         cfg: &Cfg,
         trie: &TokenTrie,
@@ -395,14 +555,61 @@ impl Walker {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 continue;
             };
+            let state = cfg.lexemes[l as usize].state(item.lex);
+            state.inside.or_into(row);
+            if state.exits.is_empty() {
+                continue;
+            }
+            if self.levels.is_empty() {
+                self.levels.push(Vec::new());
+            }
+            let base = &mut self.levels[0];
+            base.clear();
+            base.push(Item {
+                pos: item.pos + 1,
+                lex: cfg.initial(item.pos + 1),
+                origin: item.origin.rebased(&here),
+            });
+            close(cfg, base, &[], budget, None)?;
+            for &(node, depth) in &state.exits {
+                self.walk_subtree(cfg, trie, node, depth, row, budget, None)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The summary of `cur` (whose older origins are `markers`, as
+    /// [`shape`] found them): the tokens that stay inside a lexeme of an
+    /// item, and those that leave one and are decided by `cur` alone.
+    pub(crate) fn summarize(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        cur: &Arc<ESet>,
+        markers: &[Arc<ESet>],
+        words: usize,
+        budget: &mut Budget,
+    ) -> Result<Summary, StepError> {
+        let mut allowed = vec![0u32; words];
+        let mut pending = Vec::new();
+        let mut frontier = Frontier {
+            cur: Some(cur),
+            markers,
+            reached: Vec::new(),
+        };
+        let here = Origin::Set(cur.clone());
+        for item in &cur.items {
+            let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+                continue;
+            };
             let lexeme = &cfg.lexemes[l as usize];
             if !lexeme.is_built(item.lex) {
                 // A first trie walk for this lexeme state: bounded by the
-                // trie, counted as one unit per token.
+                // trie, counted as one unit per 64 tokens.
                 budget.spend(trie.num_tokens() / 64)?;
             }
             let state = lexeme.state(item.lex);
-            state.inside.or_into(row);
+            state.inside.or_into(&mut allowed);
             if state.exits.is_empty() {
                 continue;
             }
@@ -418,16 +625,176 @@ impl Walker {
                 lex: cfg.initial(item.pos + 1),
                 origin: item.origin.rebased(&here),
             });
-            close(cfg, base, &[], budget)?;
+            close(cfg, base, &[], budget, Some(&mut frontier))?;
+            let at_exit = std::mem::take(&mut frontier.reached);
             for &(node, depth) in &state.exits {
-                self.walk_subtree(cfg, trie, node, depth, row, budget)?;
+                for &(marker, rule) in &at_exit {
+                    pending.push((marker, rule, node, depth));
+                }
+                self.walk_subtree(
+                    cfg,
+                    trie,
+                    node,
+                    depth,
+                    &mut allowed,
+                    budget,
+                    Some((&mut frontier, &mut pending)),
+                )?;
             }
         }
-        Ok(())
+        Ok(Summary::new(TokenSet::Dense(allowed), pending))
+    }
+
+    /// The summary of the pending subtrees of `groups`: per trie node, the
+    /// sets after the completions pending there (`after[g]` for group `g`)
+    /// in one set, then its subtree. `markers` are the older origins of
+    /// those sets.
+    #[allow(clippy::too_many_arguments)]
+    fn summarize_pending(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        groups: &[Group],
+        after: &[Vec<Item>],
+        markers: &[Arc<ESet>],
+        words: usize,
+        budget: &mut Budget,
+    ) -> Result<Summary, StepError> {
+        let mut at: Vec<(u32, u32, usize)> = groups
+            .iter()
+            .enumerate()
+            .flat_map(|(g, group)| group.nodes.iter().map(move |&(n, d)| (n, d, g)))
+            .collect();
+        at.sort_unstable();
+        let mut found = vec![0u32; words];
+        let mut pending = Vec::new();
+        let mut frontier = Frontier {
+            cur: None,
+            markers,
+            reached: Vec::new(),
+        };
+        let mut i = 0;
+        while i < at.len() {
+            let (node, depth, _) = at[i];
+            if self.levels.is_empty() {
+                self.levels.push(Vec::new());
+            }
+            let base = &mut self.levels[0];
+            base.clear();
+            while i < at.len() && at[i].0 == node {
+                base.extend(after[at[i].2].iter().cloned());
+                i += 1;
+            }
+            if base.is_empty() {
+                continue;
+            }
+            // Each part is closed, and so is their union: closing it again
+            // would only find the completions already made.
+            self.walk_subtree(
+                cfg,
+                trie,
+                node,
+                depth,
+                &mut found,
+                budget,
+                Some((&mut frontier, &mut pending)),
+            )?;
+        }
+        let ids = found
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &bits)| {
+                (0..32)
+                    .filter(move |b| bits & (1 << b) != 0)
+                    .map(move |b| (w * 32 + b) as u32)
+            })
+            .collect();
+        Ok(Summary::new(TokenSet::from_ids(ids, words), pending))
+    }
+
+    /// The mask of a set from its shape's summary: the allowed tokens, then
+    /// the pending subtrees through the summary of the sets the pending
+    /// completions give (computed once per shape of those, then kept), level
+    /// by level: each level's nodes are deeper than the last one's.
+    pub(crate) fn finish_mask(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        summary: &Arc<Summary>,
+        markers: &[Arc<ESet>],
+        row: &mut [u32],
+        budget: &mut Budget,
+    ) -> Result<(), StepError> {
+        row.fill(0);
+        let mut summary = summary.clone();
+        let mut markers = markers.to_vec();
+        let mut key = Vec::new();
+        let mut next_markers = Vec::new();
+        loop {
+            summary.allowed.or_into(row);
+            if summary.groups.is_empty() {
+                return Ok(());
+            }
+            let mut after = Vec::with_capacity(summary.groups.len());
+            for group in &summary.groups {
+                let origin_set = &markers[group.marker as usize];
+                let origin = Origin::Set(origin_set.clone());
+                budget.spend(origin_set.items.len())?;
+                let mut set = Vec::new();
+                for parent in &origin_set.items {
+                    if cfg.syms[parent.pos as usize] == Sym::Rule(group.rule) {
+                        set.push(Item {
+                            pos: parent.pos + 1,
+                            lex: cfg.initial(parent.pos + 1),
+                            origin: parent.origin.rebased(&origin),
+                        });
+                    }
+                }
+                if !set.is_empty() {
+                    close(cfg, &mut set, &[], budget, None)?;
+                }
+                after.push(set);
+            }
+            key.clear();
+            next_markers.clear();
+            for (g, set) in after.iter().enumerate() {
+                shape_append(set, &mut key, &mut next_markers);
+                key.push((u32::MAX, u32::MAX, g as u32));
+            }
+            let known = {
+                let children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
+                children.get(key.as_slice()).cloned()
+            };
+            let child = match known {
+                Some(child) => child,
+                None => {
+                    let child = Arc::new(self.summarize_pending(
+                        cfg,
+                        trie,
+                        &summary.groups,
+                        &after,
+                        &next_markers,
+                        row.len(),
+                        budget,
+                    )?);
+                    let mut children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
+                    if children.len() >= CHILDREN {
+                        children.clear();
+                    }
+                    children.insert(key.as_slice().into(), child.clone());
+                    child
+                }
+            };
+            summary = child;
+            std::mem::swap(&mut markers, &mut next_markers);
+        }
     }
 
     /// Walks the trie below `node` (at `base_depth`) from the set in level
-    /// 0, marking the tokens at every node whose set is not empty.
+    /// 0, marking the tokens at every node whose set is not empty. With a
+    /// frontier (while summarizing), completions into older sets are left
+    /// pending at the node where they happen.
+    #[allow(clippy::too_many_arguments)]
     fn walk_subtree(
         &mut self,
         cfg: &Cfg,
@@ -436,6 +803,7 @@ impl Walker {
         base_depth: u32,
         row: &mut [u32],
         budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
     ) -> Result<(), StepError> {
         let end = trie.nodes[node as usize].next as usize;
         let mut j = node as usize + 1;
@@ -460,7 +828,15 @@ impl Walker {
                 j = n.next as usize;
                 continue;
             }
-            close(cfg, out, parents, budget)?;
+            match &mut summarizing {
+                Some((frontier, pending)) => {
+                    close(cfg, out, parents, budget, Some(frontier))?;
+                    for (marker, rule) in frontier.reached.drain(..) {
+                        pending.push((marker, rule, j as u32, n.depth));
+                    }
+                }
+                None => close(cfg, out, parents, budget, None)?,
+            }
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
             }

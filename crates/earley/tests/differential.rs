@@ -199,7 +199,7 @@ fn check_masks(name: &str, gbnf: &str, vocab: &Arc<Vocabulary>, r: &mut SplitMix
                 assert_eq!(
                     row_is_allowed(&row, t),
                     took,
-                    "{name}: token {:?} after {:?}",
+                    "{name}: token {:?} after {:?}\n{gbnf}",
                     String::from_utf8_lossy(vocab.token_bytes(t)),
                     String::from_utf8_lossy(&sentence[..at])
                 );

@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokensieve::GrammarBackend;
 use tokensieve::bench_protocol::{
-    CompileOutcome, WalkOptions, catch_panic, compile_with_timeout, walk,
+    CompileOutcome, WalkOptions, catch_panic, compile_constraint_with_timeout, walk,
 };
 use tokensieve::maskbench::MaskBenchFile;
+use tokensieve::{Constraint, ConstraintSpec};
 
 #[derive(Args)]
 pub struct MaskbenchArgs {
@@ -40,9 +41,37 @@ pub struct MaskbenchArgs {
     /// for regex-fsm (the knobs are listed in its `RegexFsmConfig`).
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
+    /// Walk the valid instances under this GBNF grammar instead of each
+    /// file's schema (invalid instances are left out: they may well be
+    /// valid JSON). Measures a grammar engine on real JSON text.
+    #[arg(long, conflicts_with = "json")]
+    pub grammar: Option<String>,
+    /// Root rule of --grammar.
+    #[arg(long, default_value = "root", requires = "grammar")]
+    pub root: String,
+    /// Walk the valid instances under the builtin JSON grammar
+    /// (`json_object`) instead of each file's schema.
+    #[arg(long)]
+    pub json: bool,
     /// MaskBench files, or directories of them (their `*.json`, not recursive).
     #[arg(required = true)]
     pub inputs: Vec<String>,
+}
+
+impl MaskbenchArgs {
+    /// The constraint that replaces every file's schema, if any.
+    fn replacement(&self) -> Result<Option<Constraint>, BadInput> {
+        if self.json {
+            return Ok(Some(Constraint::new(ConstraintSpec::JsonObject)));
+        }
+        Ok(match &self.grammar {
+            Some(path) => Some(Constraint::ebnf(
+                common::read_file("grammar", path)?,
+                self.root.clone(),
+            )),
+            None => None,
+        })
+    }
 }
 
 pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
@@ -62,13 +91,24 @@ pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
         .map_err(|e| BadInput(format!("cannot create {}: {e}", args.out)))?;
     let mut out = std::io::BufWriter::new(out_file);
 
+    let replacement = args.replacement()?;
+    if let Some(c) = &replacement {
+        common::check_kind(backend.as_ref(), c)?;
+    }
     let timeout = Duration::from_millis(args.compile_timeout_ms);
     let mut progress = Progress::new(loaded.len());
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut row = vec![0u32; backend.vocabulary().mask_words()];
     for file in &loaded {
         let encode = |text: &str| tok.encode(text).map_err(|e| e.to_string());
-        let record = run_file(file, &encode, &backend, timeout, &mut row);
+        let record = run_file(
+            file,
+            replacement.as_ref(),
+            &encode,
+            &backend,
+            timeout,
+            &mut row,
+        );
         serde_json::to_writer(&mut out, &record)?;
         writeln!(out)?;
         out.flush()
@@ -89,6 +129,7 @@ pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
 /// is recorded in it.
 fn run_file(
     file: &MaskBenchFile,
+    replacement: Option<&Constraint>,
     encode: &dyn Fn(&str) -> Result<Vec<u32>, String>,
     backend: &Arc<dyn GrammarBackend>,
     timeout: Duration,
@@ -110,6 +151,9 @@ fn run_file(
     // Tokenizing is not part of anything timed.
     let mut tokenized = Vec::with_capacity(file.tests.len());
     for (k, test) in file.tests.iter().enumerate() {
+        if replacement.is_some() && !test.valid {
+            continue;
+        }
         match encode(&test.text()) {
             Ok(ids) => tokenized.push((test.valid, ids)),
             Err(e) => {
@@ -118,8 +162,12 @@ fn run_file(
             }
         }
     }
-    let schema_text = file.schema.to_string();
-    let grammar = match compile_with_timeout(backend.clone(), schema_text, Some(timeout)) {
+    let constraint = match replacement {
+        Some(c) => c.clone(),
+        None => Constraint::json_schema(file.schema.to_string()),
+    };
+    let grammar = match compile_constraint_with_timeout(backend.clone(), constraint, Some(timeout))
+    {
         CompileOutcome::Ready { grammar, elapsed } => {
             record["compile_us"] = json!(elapsed.as_micros() as u64);
             grammar
@@ -264,7 +312,7 @@ mod tests {
                 .ok_or_else(|| "no token".to_string())
         };
         let mut row = vec![0u32; vocab.mask_words()];
-        run_file(&file, &encode, &backend, limit, &mut row)
+        run_file(&file, None, &encode, &backend, limit, &mut row)
     }
 
     #[test]
@@ -287,6 +335,39 @@ mod tests {
             tests[0]["mask_ns"].as_array().unwrap().len()
         );
         assert_eq!(status_of(&r), "invalidation_error");
+    }
+
+    #[test]
+    fn a_replacement_constraint_walks_only_the_valid_instances() {
+        let vocab = Arc::new(tokensieve::vocab::fixtures::json_tiny());
+        let backend =
+            tokensieve::create_backend("earley", &Default::default(), vocab.clone()).unwrap();
+        let text = json!({"schema": {"type": "string"}, "tests": [
+            {"valid": true, "data": {"a": [1, true]}},
+            {"valid": false, "data": {"a": 1}},
+            {"valid": true, "data": [2]}]});
+        let file = MaskBenchFile::parse("S_x---1.json", &text.to_string()).unwrap();
+        let encode = |t: &str| {
+            vocab
+                .encode_greedy(t.as_bytes())
+                .ok_or_else(|| "no token".to_string())
+        };
+        let mut row = vec![0u32; vocab.mask_words()];
+        let json_object = Constraint::new(ConstraintSpec::JsonObject);
+        let r = run_file(
+            &file,
+            Some(&json_object),
+            &encode,
+            &backend,
+            Duration::from_secs(30),
+            &mut row,
+        );
+        let tests = r["tests"].as_array().unwrap();
+        // The schema is ignored; the invalid instance is left out; an
+        // array is not a JSON object.
+        assert_eq!(tests.len(), 2);
+        assert_eq!(tests[0]["accepted"], true);
+        assert_eq!(tests[1]["accepted"], false);
     }
 
     #[test]

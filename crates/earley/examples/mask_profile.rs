@@ -1,0 +1,66 @@
+//! Where mask time goes: walks JSON texts under a constraint on a real
+//! tokenizer and prints, per token, the mask time and the token, slowest
+//! first.
+//!
+//! `cargo run --release -p tokensieve-earley --example mask_profile -- TOKENIZER.json [GBNF_FILE] < texts.txt`
+//! (one text per line; without a GBNF file the builtin JSON grammar).
+
+use std::io::BufRead;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokensieve_core::hf::HfTokenizer;
+use tokensieve_core::{Constraint, ConstraintSpec, GrammarBackend};
+use tokensieve_earley::{EarleyBackend, EarleyConfig};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let tok = HfTokenizer::from_file(&args[1])?;
+    let vocab = Arc::new(tok.vocabulary().clone());
+    let backend = EarleyBackend::new(vocab.clone(), EarleyConfig::default());
+    let constraint = match args.get(2) {
+        Some(path) => Constraint::ebnf(std::fs::read_to_string(path)?, "root"),
+        None => Constraint::new(ConstraintSpec::JsonObject),
+    };
+    let t = Instant::now();
+    let grammar = backend.compile(&constraint)?;
+    eprintln!("compile {:?}", t.elapsed());
+    let mut row = vec![0u32; vocab.mask_words()];
+    let mut times = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        let ids = tok.encode(&line)?;
+        let mut m = grammar.matcher();
+        for (i, &id) in ids.iter().enumerate() {
+            let t = Instant::now();
+            m.fill_bitmask(&mut row);
+            let ns = t.elapsed().as_nanos();
+            let before =
+                String::from_utf8_lossy(&vocab.decode(&ids[i.saturating_sub(3)..i])).into_owned();
+            times.push((
+                ns,
+                before,
+                String::from_utf8_lossy(vocab.token_bytes(id)).into_owned(),
+            ));
+            if m.accept_token(id).is_err() {
+                eprintln!("rejected {line:?} at {i}");
+                break;
+            }
+        }
+    }
+    times.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let n = times.len();
+    let mut sorted: Vec<u128> = times.iter().map(|t| t.0).collect();
+    sorted.sort_unstable();
+    println!(
+        "{n} masks; p50 {} ns, p90 {} ns, p99 {} ns, max {} ns",
+        sorted[n / 2],
+        sorted[n * 9 / 10],
+        sorted[n * 99 / 100],
+        sorted[n - 1]
+    );
+    for (ns, before, token) in times.iter().take(40) {
+        println!("{ns:>9} ns  after {before:?} -> {token:?}");
+    }
+    Ok(())
+}
