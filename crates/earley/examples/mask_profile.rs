@@ -2,29 +2,37 @@
 //! tokenizer and prints, per token, the mask time and the token, slowest
 //! first.
 //!
-//! `cargo run --release -p tokensieve-earley --example mask_profile -- TOKENIZER.json [GBNF_FILE] < texts.txt`
-//! (one text per line; without a GBNF file the builtin JSON grammar).
+//! `cargo run --release -p tokensieve-earley --example mask_profile -- TOKENIZER.json [GBNF_FILE] [KEY=VALUE...] < texts.txt`
+//! (one text per line; without a GBNF file the builtin JSON grammar;
+//! `KEY=VALUE` are `EarleyConfig` knobs).
 
 use std::io::BufRead;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokensieve_core::hf::HfTokenizer;
-use tokensieve_core::{Constraint, ConstraintSpec, GrammarBackend};
+use tokensieve_core::{Constraint, ConstraintSpec};
 use tokensieve_earley::{EarleyBackend, EarleyConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let tok = HfTokenizer::from_file(&args[1])?;
     let vocab = Arc::new(tok.vocabulary().clone());
-    let backend = EarleyBackend::new(vocab.clone(), EarleyConfig::default());
-    let constraint = match args.get(2) {
+    let mut config = tokensieve_core::BackendConfig::default();
+    for kv in args.iter().skip(2).filter(|a| a.contains('=')) {
+        let (k, v) = kv.split_once('=').expect("KEY=VALUE");
+        config.options.insert(k.into(), v.into());
+    }
+    let backend = EarleyBackend::new(vocab.clone(), EarleyConfig::from_backend_config(&config)?);
+    let constraint = match args.get(2).filter(|a| !a.contains('=')) {
         Some(path) => Constraint::ebnf(std::fs::read_to_string(path)?, "root"),
         None => Constraint::new(ConstraintSpec::JsonObject),
     };
     let t = Instant::now();
-    let grammar = backend.compile(&constraint)?;
-    eprintln!("compile {:?}", t.elapsed());
+    let grammar = backend.compile_earley(&constraint, &Default::default())?;
+    eprintln!("compile {:?}: {grammar:?}", t.elapsed());
+    let grammar: std::sync::Arc<dyn tokensieve_core::CompiledGrammar> =
+        std::sync::Arc::new(grammar);
     let mut row = vec![0u32; vocab.mask_words()];
     let mut times = Vec::new();
     for line in std::io::stdin().lock().lines() {
@@ -50,6 +58,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     times.sort_by_key(|t| std::cmp::Reverse(t.0));
     let n = times.len();
+    if n == 0 {
+        return Ok(());
+    }
     let mut sorted: Vec<u128> = times.iter().map(|t| t.0).collect();
     sorted.sort_unstable();
     println!(

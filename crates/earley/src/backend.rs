@@ -238,6 +238,16 @@ impl std::fmt::Debug for EarleyGrammar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EarleyGrammar")
             .field("lexemes", &self.inner.cfg.lexemes.len())
+            .field(
+                "lexeme_states",
+                &self
+                    .inner
+                    .cfg
+                    .lexemes
+                    .iter()
+                    .map(|l| l.dfa.num_states())
+                    .sum::<usize>(),
+            )
             .field("rules", &self.inner.cfg.alts.len())
             .field("compile_time", &self.inner.compile_time)
             .finish()

@@ -32,8 +32,8 @@ pub struct EarleyConfig {
     /// ambiguous enough to exceed it poisons the matcher. Default 20,000.
     pub max_items: usize,
     /// Work allowed for one mask or one token (item operations, the
-    /// llguidance "fuel"): ~10 ns each, so the default of 2,000,000 bounds
-    /// a step at some tens of milliseconds. Exceeding it poisons the
+    /// llguidance "fuel"): 10 to 50 ns each, so the default of 20,000,000
+    /// bounds a step at well under a second. Exceeding it poisons the
     /// matcher (the mask holds the tokens proven so far: never a wider one).
     pub max_step_work: usize,
     /// Heap bytes of mask summaries a compiled grammar keeps (one per set
@@ -61,7 +61,7 @@ impl Default for EarleyConfig {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
             max_items: 20_000,
-            max_step_work: 2_000_000,
+            max_step_work: 20_000_000,
             mask_cache_bytes: 64 << 20,
             shared_summaries: 64,
             max_whitespace: 20,
@@ -108,10 +108,14 @@ impl EarleyConfig {
         Ok(())
     }
 
+    /// DFA limits for a lexeme of at most `max_states` states. The
+    /// determinization budget follows the state limit (about 1 KiB per
+    /// state before minimization), so a regular rule too big to be one
+    /// lexeme is found out in microseconds, not after building a huge DFA.
     pub(crate) fn dfa_limits(&self, max_states: usize) -> DfaLimits {
         DfaLimits {
             nfa_size_limit: self.nfa_size_limit,
-            dfa_size_limit: self.dfa_size_limit,
+            dfa_size_limit: self.dfa_size_limit.min(max_states.saturating_mul(1 << 10)),
             max_dfa_states: max_states,
             minimize: true,
         }

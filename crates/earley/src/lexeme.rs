@@ -76,6 +76,9 @@ pub(crate) struct StateIndex {
     /// `(trie node, its depth)`: the lexeme may end after the node's bytes
     /// and the tokens below the node go on past it.
     pub exits: Vec<(u32, u32)>,
+    /// Trie nodes below the exits, summed: what walking them all costs at
+    /// most.
+    pub exit_span: usize,
 }
 
 /// A lexeme's DFA over one vocabulary, with its states' indexes built on
@@ -85,6 +88,7 @@ pub(crate) struct Lexeme {
     pub trie: Arc<TokenTrie>,
     words: usize,
     states: Vec<OnceLock<StateIndex>>,
+    first: Vec<OnceLock<[u64; 4]>>,
 }
 
 impl std::fmt::Debug for Lexeme {
@@ -98,17 +102,32 @@ impl std::fmt::Debug for Lexeme {
 impl Lexeme {
     fn new(dfa: ByteDfa, trie: Arc<TokenTrie>, words: usize) -> Lexeme {
         let states = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
+        let first = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
         Lexeme {
             dfa,
             trie,
             words,
             states,
+            first,
         }
     }
 
     /// The index of `state` (built now if no mask has needed it yet).
     pub(crate) fn state(&self, state: u32) -> &StateIndex {
         self.states[state as usize].get_or_init(|| self.build_state(state))
+    }
+
+    /// The bytes `state` can take, as a 256-bit set.
+    pub(crate) fn first_bytes(&self, state: u32) -> &[u64; 4] {
+        self.first[state as usize].get_or_init(|| {
+            let mut set = [0u64; 4];
+            for b in 0..=255u8 {
+                if self.dfa.next(state, b) != DEAD {
+                    set[b as usize >> 6] |= 1 << (b & 63);
+                }
+            }
+            set
+        })
     }
 
     /// Whether the index of `state` is built.
@@ -144,9 +163,14 @@ impl Lexeme {
             }
             i += 1;
         }
+        let exit_span = exits
+            .iter()
+            .map(|&(n, _)| (trie.nodes[n as usize].next - n) as usize)
+            .sum();
         StateIndex {
             inside: TokenSet::from_ids(inside, self.words),
             exits,
+            exit_span,
         }
     }
 
@@ -166,7 +190,7 @@ impl Lexeme {
 /// every grammar of the process, so the indexes of common lexemes (the JSON
 /// string body, whitespace, numbers) outlive the grammar that built them.
 /// Past [`CACHE_ENTRIES`] lexemes, those no grammar holds are dropped.
-type LexemeCache = HashMap<(u64, String, usize), Arc<Lexeme>>;
+type LexemeCache = HashMap<(u64, String, usize), Result<Arc<Lexeme>, GrammarError>>;
 
 const CACHE_ENTRIES: usize = 512;
 
@@ -185,16 +209,18 @@ pub(crate) fn lexeme(
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         let map = cache.get_or_insert_with(HashMap::new);
         if let Some(l) = map.get(&key) {
-            return Ok(l.clone());
+            return l.clone();
         }
     }
-    let dfa = ByteDfa::build(regex, limits)?;
-    let lexeme = Arc::new(Lexeme::new(dfa, trie.clone(), words));
+    // Failures are kept too: a grammar tries each of its regular rules as
+    // a lexeme, and one that is too big should cost one attempt a process.
+    let lexeme =
+        ByteDfa::build(regex, limits).map(|dfa| Arc::new(Lexeme::new(dfa, trie.clone(), words)));
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let map = cache.get_or_insert_with(HashMap::new);
     if map.len() >= CACHE_ENTRIES {
-        map.retain(|_, l| Arc::strong_count(l) > 1);
+        map.retain(|_, l| l.as_ref().is_ok_and(|l| Arc::strong_count(l) > 1));
     }
     map.insert(key, lexeme.clone());
-    Ok(lexeme)
+    lexeme
 }

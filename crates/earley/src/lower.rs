@@ -148,12 +148,13 @@ impl<'a> Lowering<'a> {
             None => false,
             Some(regex) => {
                 self.cancel.check()?;
-                match lexeme(
+                let r = lexeme(
                     regex,
                     self.trie,
                     self.words,
                     &self.config.dfa_limits(self.config.max_lexeme_states),
-                ) {
+                );
+                match r {
                     Ok(_) => true,
                     Err(GrammarError::LimitExceeded { .. }) => false,
                     Err(e) => return Err(e),

@@ -110,13 +110,13 @@ impl EarleyMatcher {
     }
 
     /// The mask of the current set: its shape's summary (cached in the
-    /// grammar), then the pending subtrees. Summaries get a quarter of the
-    /// step budget; past it (a very ambiguous grammar) the mask is walked
-    /// directly with a fresh, full budget.
+    /// grammar), then the pending subtrees. Past the step budget (a very
+    /// ambiguous grammar, where summaries multiply the work) the mask is
+    /// walked directly, with a fresh budget.
     fn compute_mask(&mut self, row: &mut [u32], budget: &mut Budget) -> Result<(), StepError> {
         let g = &*self.grammar;
         shape(&self.cur.items, &mut self.shape, &mut self.markers);
-        let mut quarter = Budget::new(budget.max_work / 4, budget.max_items);
+        let mut first = Budget::new(budget.max_work, budget.max_items);
         let summarized = match g.summaries.get(&self.shape) {
             Some(s) => Ok(s),
             None => self
@@ -127,13 +127,13 @@ impl EarleyMatcher {
                     &self.cur,
                     &self.markers,
                     g.vocab.mask_words(),
-                    &mut quarter,
+                    &mut first,
                 )
                 .map(|s| g.summaries.insert(&self.shape, s)),
         };
         let done = summarized.and_then(|summary| {
             self.walker
-                .finish_mask(&g.cfg, &g.trie, &summary, &self.markers, row, &mut quarter)
+                .finish_mask(&g.cfg, &g.trie, &summary, &self.markers, row, &mut first)
         });
         match done {
             Err(StepError::LimitExceeded { .. }) => self

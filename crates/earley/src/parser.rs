@@ -18,6 +18,7 @@
 //! completion never looks into the set being built.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use tokensieve_core::StepError;
@@ -25,6 +26,47 @@ use tokensieve_grammar::TokenTrie;
 use tokensieve_grammar::dfa::DEAD;
 
 use crate::lexeme::{Lexeme, TokenSet};
+
+/// The multiply-rotate hash of rustc (FxHash): item keys are a few
+/// integers, hashed on every step of a walk, where SipHash's resistance to
+/// chosen inputs buys nothing and costs most of the time.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxBuild = BuildHasherDefault<FxHasher>;
+type FxHashMap<K, V> = HashMap<K, V, FxBuild>;
+type FxHashSet<K> = HashSet<K, FxBuild>;
 
 /// One symbol of the flat grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +218,7 @@ impl Budget {
 /// hash set once it grows.
 struct SetBuilder<'a> {
     items: &'a mut Vec<Item>,
-    seen: Option<HashSet<(u32, u32, usize)>>,
+    seen: Option<FxHashSet<(u32, u32, usize)>>,
 }
 
 impl SetBuilder<'_> {
@@ -195,7 +237,7 @@ impl SetBuilder<'_> {
                     return Ok(());
                 }
                 if self.items.len() >= Self::LINEAR {
-                    let mut seen: HashSet<_> = self.items.iter().map(Item::key).collect();
+                    let mut seen: FxHashSet<_> = self.items.iter().map(Item::key).collect();
                     seen.insert(key);
                     self.seen = Some(seen);
                 }
@@ -219,7 +261,7 @@ impl SetBuilder<'_> {
 pub(crate) fn close(
     cfg: &Cfg,
     items: &mut Vec<Item>,
-    locals: &[Vec<Item>],
+    locals: &[Level],
     budget: &mut Budget,
     mut frontier: Option<&mut Frontier>,
 ) -> Result<(), StepError> {
@@ -254,7 +296,7 @@ pub(crate) fn close(
                 }
             }
             Sym::End(r) => {
-                let parents: &[Item] = match &item.origin {
+                let (own, chunks): (&[Item], &[Arc<Chunk>]) = match &item.origin {
                     // Empty: the parents moved past it when they predicted it.
                     Origin::Here => continue,
                     Origin::Set(s) => match frontier.as_deref_mut() {
@@ -264,12 +306,16 @@ pub(crate) fn close(
                             f.reached.push((f.marker(s), r));
                             continue;
                         }
-                        _ => &s.items,
+                        _ => (&s.items, &[]),
                     },
-                    Origin::Local(j) => &locals[*j as usize],
+                    Origin::Local(j) => {
+                        let level = &locals[*j as usize];
+                        (&level.own, &level.chunks)
+                    }
                 };
-                budget.spend(parents.len())?;
+                let parents = own.iter().chain(chunks.iter().flat_map(|c| c.items.iter()));
                 for parent in parents {
+                    budget.spend(1)?;
                     if cfg.syms[parent.pos as usize] == Sym::Rule(r) {
                         let next = Item {
                             pos: parent.pos + 1,
@@ -429,7 +475,7 @@ pub(crate) struct Summary {
     groups: Vec<Group>,
     /// The summaries of the pending subtrees, by the shape of the sets the
     /// pending completions give (all groups together).
-    children: Mutex<HashMap<ShapeKey, Arc<Summary>>>,
+    children: Mutex<FxHashMap<ShapeKey, Arc<Summary>>>,
 }
 
 impl Summary {
@@ -459,7 +505,7 @@ impl Summary {
         Summary {
             allowed,
             groups,
-            children: Mutex::new(HashMap::new()),
+            children: Mutex::new(FxHashMap::default()),
         }
     }
 }
@@ -467,14 +513,14 @@ impl Summary {
 /// Summaries by shape, shared by every matcher of a grammar; emptied when
 /// they hold more than `limit` bytes.
 pub(crate) struct SummaryCache {
-    map: Mutex<(HashMap<ShapeKey, Arc<Summary>>, usize)>,
+    map: Mutex<(FxHashMap<ShapeKey, Arc<Summary>>, usize)>,
     limit: usize,
 }
 
 impl SummaryCache {
     pub(crate) fn new(limit: usize) -> Self {
         SummaryCache {
-            map: Mutex::new((HashMap::new(), 0)),
+            map: Mutex::new((FxHashMap::default(), 0)),
             limit,
         }
     }
@@ -530,13 +576,83 @@ fn shape_append(items: &[Item], key: &mut Vec<(u32, u32, u32)>, markers: &mut Ve
     }
 }
 
+/// The closure of one walk item whose lexeme may end: the set right after
+/// it (position-independent: the same at every trie node where the lexeme
+/// ends, for the same item position and origin), the bytes its items can
+/// take, and (while summarizing) the completions it left pending.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    items: Vec<Item>,
+    first: [u64; 4],
+    reached: Vec<(u32, u32)>,
+}
+
+impl Chunk {
+    #[inline]
+    fn takes(&self, byte: u8) -> bool {
+        self.first[byte as usize >> 6] >> (byte & 63) & 1 == 1
+    }
+}
+
+/// One level of a mask walk (one trie depth): the items scanned into it
+/// (at level 0: the closed base set), the closures of those whose lexeme
+/// may end here, and the memo of such closures for items whose origin is
+/// this level.
+#[derive(Default)]
+pub(crate) struct Level {
+    own: Vec<Item>,
+    chunks: Vec<Arc<Chunk>>,
+    memo: FxHashMap<u32, Arc<Chunk>>,
+}
+
+impl Level {
+    fn reset(&mut self) {
+        self.own.clear();
+        self.chunks.clear();
+        self.memo.clear();
+    }
+}
+
 /// Scratch of mask walks, kept by a matcher between masks.
 #[derive(Default)]
 pub(crate) struct Walker {
-    levels: Vec<Vec<Item>>,
+    levels: Vec<Level>,
+    /// Chunks of items whose origin is a chart set, for one walk.
+    set_memo: FxHashMap<(u32, usize), Arc<Chunk>>,
+}
+
+/// Removes repeated items (the same item reached from two parents).
+fn dedupe(items: &mut Vec<Item>) {
+    if items.len() < 2 {
+        return;
+    }
+    if items.len() <= 16 {
+        let mut k = 0;
+        while k < items.len() {
+            if items[..k].iter().any(|x| x.key() == items[k].key()) {
+                items.swap_remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    } else {
+        let mut seen = FxHashSet::with_capacity_and_hasher(items.len(), FxBuild::default());
+        items.retain(|i| seen.insert(i.key()));
+    }
 }
 
 impl Walker {
+    /// Level 0 of the next walk, cleared.
+    fn base(&mut self) -> &mut Vec<Item> {
+        if self.levels.is_empty() {
+            self.levels.push(Level::default());
+        }
+        self.set_memo.clear();
+        let level = &mut self.levels[0];
+        level.reset();
+        &mut level.own
+    }
+
     /// The mask of `cur` by walking every exit subtree through the real
     /// chart, with nothing cached: the fallback when summaries cost more
     /// than they save (highly ambiguous grammars, where one set holds many
@@ -560,11 +676,7 @@ impl Walker {
             if state.exits.is_empty() {
                 continue;
             }
-            if self.levels.is_empty() {
-                self.levels.push(Vec::new());
-            }
-            let base = &mut self.levels[0];
-            base.clear();
+            let base = self.base();
             base.push(Item {
                 pos: item.pos + 1,
                 lex: cfg.initial(item.pos + 1),
@@ -598,28 +710,55 @@ impl Walker {
             reached: Vec::new(),
         };
         let here = Origin::Set(cur.clone());
+        // Per item, the tokens inside its lexeme are a precomputed row and
+        // only the exit subtrees are walked; but with many items, or items
+        // whose lexemes end almost anywhere (identifiers, free text), that
+        // walks the same parts of the trie again and again. Then one walk
+        // from the root with every item at once costs less.
+        let lexeme_items = cur
+            .items
+            .iter()
+            .filter(|i| matches!(cfg.syms[i.pos as usize], Sym::Lex(_)))
+            .count();
+        let mut span = 0;
+        if lexeme_items <= 4 {
+            for item in &cur.items {
+                if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
+                    let lexeme = &cfg.lexemes[l as usize];
+                    if !lexeme.is_built(item.lex) {
+                        // A first trie walk for this lexeme state: bounded
+                        // by the trie, counted as one unit per 64 tokens.
+                        budget.spend(trie.num_tokens() / 64)?;
+                    }
+                    span += lexeme.state(item.lex).exit_span;
+                }
+            }
+        }
+        if lexeme_items > 4 || span > trie.num_nodes() / 2 {
+            self.base().extend(cur.items.iter().cloned());
+            self.walk_subtree(
+                cfg,
+                trie,
+                0,
+                0,
+                &mut allowed,
+                budget,
+                Some((&mut frontier, &mut pending)),
+            )?;
+            return Ok(Summary::new(TokenSet::Dense(allowed), pending));
+        }
         for item in &cur.items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 continue;
             };
-            let lexeme = &cfg.lexemes[l as usize];
-            if !lexeme.is_built(item.lex) {
-                // A first trie walk for this lexeme state: bounded by the
-                // trie, counted as one unit per 64 tokens.
-                budget.spend(trie.num_tokens() / 64)?;
-            }
-            let state = lexeme.state(item.lex);
+            let state = cfg.lexemes[l as usize].state(item.lex);
             state.inside.or_into(&mut allowed);
             if state.exits.is_empty() {
                 continue;
             }
             // The lexeme ends inside the token: the set right after it is
             // the same for every exit (only origins matter, not offsets).
-            if self.levels.is_empty() {
-                self.levels.push(Vec::new());
-            }
-            let base = &mut self.levels[0];
-            base.clear();
+            let base = self.base();
             base.push(Item {
                 pos: item.pos + 1,
                 lex: cfg.initial(item.pos + 1),
@@ -676,11 +815,7 @@ impl Walker {
         let mut i = 0;
         while i < at.len() {
             let (node, depth, _) = at[i];
-            if self.levels.is_empty() {
-                self.levels.push(Vec::new());
-            }
-            let base = &mut self.levels[0];
-            base.clear();
+            let base = self.base();
             while i < at.len() && at[i].0 == node {
                 base.extend(after[at[i].2].iter().cloned());
                 i += 1;
@@ -690,6 +825,7 @@ impl Walker {
             }
             // Each part is closed, and so is their union: closing it again
             // would only find the completions already made.
+            dedupe(base);
             self.walk_subtree(
                 cfg,
                 trie,
@@ -790,10 +926,78 @@ impl Walker {
         }
     }
 
+    /// The chunk of walk item `item` (in level `d`, its lexeme may end):
+    /// from the memo of its origin's level (or of the walk, for a chart
+    /// origin), else closed now.
+    fn chunk(
+        &mut self,
+        cfg: &Cfg,
+        item: &Item,
+        d: usize,
+        budget: &mut Budget,
+        frontier: Option<&mut Frontier>,
+    ) -> Result<Arc<Chunk>, StepError> {
+        let known = match &item.origin {
+            Origin::Local(k) => self.levels[*k as usize].memo.get(&item.pos),
+            Origin::Set(s) => self.set_memo.get(&(item.pos, Arc::as_ptr(s) as usize)),
+            Origin::Here => None,
+        };
+        if let Some(c) = known {
+            return Ok(c.clone());
+        }
+        let mut items = vec![cfg.advanced(item)];
+        let reached_before = frontier.as_ref().map_or(0, |f| f.reached.len());
+        let mut frontier = frontier;
+        close(
+            cfg,
+            &mut items,
+            &self.levels[..d],
+            budget,
+            frontier.as_deref_mut(),
+        )?;
+        let reached = match frontier {
+            Some(f) => f.reached.drain(reached_before..).collect(),
+            None => Vec::new(),
+        };
+        let mut first = [0u64; 4];
+        for i in &items {
+            if let Sym::Lex(l) = cfg.syms[i.pos as usize] {
+                let f = cfg.lexemes[l as usize].first_bytes(i.lex);
+                for (a, b) in first.iter_mut().zip(f) {
+                    *a |= b;
+                }
+            }
+        }
+        let chunk = Arc::new(Chunk {
+            items,
+            first,
+            reached,
+        });
+        match &item.origin {
+            Origin::Local(k) => {
+                self.levels[*k as usize]
+                    .memo
+                    .insert(item.pos, chunk.clone());
+            }
+            Origin::Set(s) => {
+                self.set_memo
+                    .insert((item.pos, Arc::as_ptr(s) as usize), chunk.clone());
+            }
+            Origin::Here => {}
+        }
+        Ok(chunk)
+    }
+
     /// Walks the trie below `node` (at `base_depth`) from the set in level
     /// 0, marking the tokens at every node whose set is not empty. With a
     /// frontier (while summarizing), completions into older sets are left
     /// pending at the node where they happen.
+    ///
+    /// A level holds the items scanned into it; where their lexemes may
+    /// end, the closure (a [`Chunk`]) is shared, not copied, and a child's
+    /// byte is scanned against a chunk only if some item of it takes the
+    /// byte: after an identifier, the letters that continue it never touch
+    /// the parser.
     #[allow(clippy::too_many_arguments)]
     fn walk_subtree(
         &mut self,
@@ -807,36 +1011,61 @@ impl Walker {
     ) -> Result<(), StepError> {
         let end = trie.nodes[node as usize].next as usize;
         let mut j = node as usize + 1;
+        let mut scanned = Vec::new();
         while j < end {
             let n = trie.nodes[j];
             let d = (n.depth - base_depth) as usize;
             if self.levels.len() <= d {
-                self.levels.resize_with(d + 1, Vec::new);
+                self.levels.resize_with(d + 1, Level::default);
             }
-            let (parents, rest) = self.levels.split_at_mut(d);
-            let out = &mut rest[0];
-            out.clear();
             budget.spend(1)?;
-            scan(
-                cfg,
-                &parents[d - 1],
-                &Origin::Local(d as u32 - 1),
-                n.byte,
-                out,
-            );
-            if out.is_empty() {
+            scanned.clear();
+            {
+                let from = &self.levels[d - 1];
+                let here = Origin::Local(d as u32 - 1);
+                scan(cfg, &from.own, &here, n.byte, &mut scanned);
+                for c in &from.chunks {
+                    if c.takes(n.byte) {
+                        scan(cfg, &c.items, &here, n.byte, &mut scanned);
+                    }
+                }
+            }
+            if scanned.is_empty() {
                 j = n.next as usize;
                 continue;
             }
-            match &mut summarizing {
-                Some((frontier, pending)) => {
-                    close(cfg, out, parents, budget, Some(frontier))?;
-                    for (marker, rule) in frontier.reached.drain(..) {
+            dedupe(&mut scanned);
+            if scanned.len() > budget.max_items {
+                return Err(StepError::LimitExceeded {
+                    what: "the Earley items after one byte".into(),
+                    limit: budget.max_items,
+                    knob: "max_items".into(),
+                });
+            }
+            budget.spend(scanned.len())?;
+            self.levels[d].reset();
+            for item in &scanned {
+                let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+                    continue;
+                };
+                if !cfg.lexemes[l as usize].dfa.is_accepting(item.lex) {
+                    continue;
+                }
+                let chunk = match &mut summarizing {
+                    Some((frontier, _)) => self.chunk(cfg, item, d, budget, Some(frontier))?,
+                    None => self.chunk(cfg, item, d, budget, None)?,
+                };
+                if let Some((_, pending)) = &mut summarizing {
+                    for &(marker, rule) in &chunk.reached {
                         pending.push((marker, rule, j as u32, n.depth));
                     }
                 }
-                None => close(cfg, out, parents, budget, None)?,
+                let level = &mut self.levels[d];
+                if !level.chunks.iter().any(|c| Arc::ptr_eq(c, &chunk)) {
+                    level.chunks.push(chunk);
+                }
             }
+            std::mem::swap(&mut self.levels[d].own, &mut scanned);
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
             }
