@@ -11,7 +11,7 @@
 //! | feature | default | what |
 //! |---|---|---|
 //! | `regex-fsm` | yes | Outlines-style backend (`regex-fsm`, alias `outlines`) |
-//! | `earley` | yes | context-free backend (not implemented yet: registers nothing) |
+//! | `earley` | yes | context-free backend (`earley`): any GBNF grammar, `json_object`, regex, choice |
 //! | `reasoner` | yes | unconstrained thinking before a think-end token |
 //! | `cuda` | no | `tokensieve::cuda` mask device (cudarc, loads the driver at run time) |
 //! | `wgpu` | no | `tokensieve::wgpu` mask device (any WebGPU adapter) |
