@@ -8,6 +8,13 @@
 //! - `accept/<backend>/<vocab>`: accepting all of an instance's tokens from a
 //!   fresh matcher (throughput in tokens).
 //!
+//! Every fixture is also walked under the GBNF JSON grammar
+//! (`crates/grammar/tests/fixtures/json.gbnf`, inputs named `gbnf_json:<id>`),
+//! which only context-free backends compile; and `compile_grammar/<backend>`
+//! compiles the grammars of `benches/fixtures/grammars/` (a 100-rule C-like
+//! grammar) and the JSON one. A mask is measured on a fork of the matcher at
+//! the position (a fork starts without the last mask a matcher keeps).
+//!
 //! Inputs: the MaskBench files in `benches/fixtures/maskbench/` (schema plus
 //! the first valid instance, serialized as MaskBench does); the Llama 3
 //! vocabulary when `../shared/data/tokenizers/llama3/tokenizer.json` exists,
@@ -84,7 +91,24 @@ fn load_inputs(vocab: &Vocabulary, tok: Option<&HfTokenizer>) -> Vec<Input> {
                 tokens,
             }
         })
+        .flat_map(|schema_input| {
+            let json = Constraint::ebnf(
+                grammar_text("crates/grammar/tests/fixtures/json.gbnf"),
+                "root",
+            );
+            let grammar_input = Input {
+                name: format!("gbnf_json:{}", schema_input.name),
+                constraint: json,
+                text: schema_input.text.clone(),
+                tokens: schema_input.tokens.clone(),
+            };
+            [schema_input, grammar_input]
+        })
         .collect()
+}
+
+fn grammar_text(path: &str) -> String {
+    std::fs::read_to_string(Path::new(ROOT).join(path)).expect("grammar fixture")
 }
 
 /// How many of `input.tokens` to accept to reach each position: right after
@@ -168,6 +192,31 @@ fn benches(c: &mut Criterion) {
         }
         group.finish();
 
+        let mut group = c.benchmark_group(format!("compile_grammar/{name}/{vocab_name}"));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(5));
+        for (label, path) in [
+            ("json.gbnf", "crates/grammar/tests/fixtures/json.gbnf"),
+            ("tinyc.gbnf", "benches/fixtures/grammars/tinyc.gbnf"),
+        ] {
+            let constraint = Constraint::ebnf(grammar_text(path), "root");
+            if let Err(e) = backend.compile(&constraint) {
+                eprintln!("skip compile_grammar/{name} on {label}: {e}");
+                continue;
+            }
+            group.bench_function(label, |b| {
+                b.iter(|| {
+                    black_box(
+                        backend
+                            .compile(black_box(&constraint))
+                            .expect("compiled before"),
+                    )
+                })
+            });
+        }
+        group.finish();
+
         let mut row = vec![0u32; vocab.mask_words()];
         for position in ["start", "after_key", "in_string"] {
             let mut group = c.benchmark_group(format!("mask_fill/{name}/{vocab_name}/{position}"));
@@ -192,7 +241,14 @@ fn benches(c: &mut Criterion) {
                     continue;
                 }
                 group.bench_function(&input.name, |b| {
-                    b.iter(|| matcher.fill_bitmask(black_box(&mut row)))
+                    b.iter_batched(
+                        || matcher.fork(),
+                        |mut m| {
+                            m.fill_bitmask(black_box(&mut row));
+                            m
+                        },
+                        BatchSize::SmallInput,
+                    )
                 });
             }
             group.finish();
