@@ -42,6 +42,7 @@ fn spec_of(v: &Value) -> Constraint {
                 .map(|s| s.as_str().unwrap().to_string()),
         ),
         "json_schema" => Constraint::new(ConstraintSpec::JsonSchema(arg.to_string())),
+        "json_object" => Constraint::new(ConstraintSpec::JsonObject),
         "structural_tag" => {
             Constraint::new(serde_json::from_value(v.clone()).expect("a structural_tag spec"))
         }
