@@ -184,6 +184,28 @@ pub(crate) struct ESet {
     pub items: Vec<Item>,
 }
 
+impl Drop for ESet {
+    /// Sets point at older sets, so a deeply nested output is a long chain
+    /// of them: dropping it recursively would overflow the stack. The sets
+    /// this one holds the last reference to are unlinked in a loop instead.
+    fn drop(&mut self) {
+        let mut pending: Vec<Arc<ESet>> = Vec::new();
+        let take = |items: &mut Vec<Item>, pending: &mut Vec<Arc<ESet>>| {
+            for item in items.drain(..) {
+                if let Origin::Set(s) = item.origin {
+                    pending.push(s);
+                }
+            }
+        };
+        take(&mut self.items, &mut pending);
+        while let Some(set) = pending.pop() {
+            if let Ok(mut set) = Arc::try_unwrap(set) {
+                take(&mut set.items, &mut pending);
+            }
+        }
+    }
+}
+
 /// Work and size budget of one step (a byte run or a mask).
 pub(crate) struct Budget {
     pub work: usize,

@@ -251,3 +251,25 @@ fn masks_match_accept_token_on_random_grammars() {
         checked += 1;
     }
 }
+
+/// 100,000 nested brackets: accepted, rolled back, and the chart (a chain
+/// of 100,000 sets) dropped without overflowing the stack.
+#[test]
+fn deep_nesting_is_neither_recursion_nor_a_stack_overflow() {
+    let vocab = small_vocab();
+    let grammar = backend(&vocab)
+        .compile(&Constraint::ebnf(r#"root ::= "[" root? "]""#, "root"))
+        .unwrap();
+    let depth = 100_000;
+    let mut m = grammar.matcher();
+    m.accept_bytes(&vec![b'['; depth]).unwrap();
+    assert!(!m.is_accepting());
+    m.accept_bytes(&vec![b']'; depth - 1]).unwrap();
+    assert!(!m.is_accepting());
+    let mut row = vec![0u32; vocab.mask_words()];
+    m.fill_bitmask(&mut row);
+    assert!(row_is_allowed(&row, b']' as u32) && !row_is_allowed(&row, b'[' as u32));
+    m.accept_bytes(b"]").unwrap();
+    assert!(m.is_accepting());
+    drop(m);
+}
