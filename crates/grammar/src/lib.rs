@@ -22,6 +22,10 @@
 //!   [`Grammar::rule_regexes`] for the regular rules of any grammar (the
 //!   lexemes of the earley backend), and [`regular::tagged_text`] for
 //!   structural tags (free text in which triggers open tagged regions).
+//! * [`compose`]: grammars from pieces: [`compose::from_regex`] (a regex
+//!   as a grammar), [`compose::splice`] (grammars in place of placeholder
+//!   characters of a skeleton) and [`compose::tagged_grammar`] (structural
+//!   tags whose contents are context-free, for the earley backend).
 //! * [`dfa`]: regex -> [`ByteDfa`], a pruned, minimized byte DFA whose
 //!   live states can all still reach a match (built with `regex-automata`,
 //!   the workspace's one regex engine).
@@ -45,6 +49,7 @@
 //!
 //! [`GrammarError::InvalidGrammar`]: tokensieve_core::GrammarError::InvalidGrammar
 
+pub mod compose;
 pub mod dfa;
 pub mod gbnf;
 pub mod grammar;
