@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use tokensieve_core::{
     CacheKey, CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend,
-    GrammarError, GrammarObject, Location, SpecKind, SpecOptions, Vocabulary, Whitespace,
+    GrammarError, GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary,
+    Whitespace,
 };
-use tokensieve_grammar::{Grammar, TokenTrie};
+use tokensieve_grammar::compose::{self, GrammarTag};
+use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie};
 
 use crate::config::EarleyConfig;
 use crate::lower::{Lowering, json_object_gbnf};
@@ -16,11 +18,12 @@ use crate::matcher::EarleyMatcher;
 use crate::parser::{Budget, Cfg, ESet, SummaryCache, initial_set};
 
 /// The spec kinds this backend compiles.
-pub const SUPPORTED_KINDS: [SpecKind; 4] = [
+pub const SUPPORTED_KINDS: [SpecKind; 5] = [
     SpecKind::Ebnf,
     SpecKind::JsonObject,
     SpecKind::Regex,
     SpecKind::Choice,
+    SpecKind::StructuralTag,
 ];
 
 /// The earley backend for one vocabulary: holds the vocabulary's token trie
@@ -94,25 +97,14 @@ impl EarleyBackend {
             ConstraintSpec::Ebnf { grammar, root } => {
                 lowering.grammar(&Grammar::from_gbnf(grammar, root)?)?
             }
-            ConstraintSpec::JsonObject => {
-                let gbnf = json_gbnf(&constraint.options, self.config.max_whitespace)?;
-                let g = Grammar::from_gbnf(&gbnf, "root").map_err(|e| {
-                    GrammarError::InvalidSpec(format!("the builtin JSON grammar: {e}"))
-                })?;
-                lowering.grammar(&g)?
-            }
+            ConstraintSpec::JsonObject => lowering.grammar(&builtin_json(
+                &constraint.options,
+                self.config.max_whitespace,
+            )?)?,
             ConstraintSpec::Regex(pattern) => lowering.regex(pattern)?,
-            ConstraintSpec::Choice(choices) => {
-                if choices.is_empty() {
-                    return Err(GrammarError::InvalidSpec(
-                        "a choice constraint needs at least one string".into(),
-                    ));
-                }
-                let alternatives: Vec<String> = choices
-                    .iter()
-                    .map(|c| tokensieve_grammar::regular::escape(c))
-                    .collect();
-                lowering.regex(&format!("(?:{})", alternatives.join("|")))?
+            ConstraintSpec::Choice(choices) => lowering.regex(&choice_regex(choices)?)?,
+            ConstraintSpec::StructuralTag(tag) => {
+                lowering.grammar(&self.structural_tag(tag, &constraint.options)?)?
             }
             other => return Err(self.unsupported_spec(other.kind())),
         };
@@ -134,6 +126,100 @@ impl EarleyBackend {
             }),
         })
     }
+}
+
+impl EarleyBackend {
+    /// A tag's content as a grammar: any kind this backend serves but a
+    /// nested structural tag.
+    fn content_grammar(
+        &self,
+        spec: &ConstraintSpec,
+        options: &SpecOptions,
+    ) -> Result<Grammar, GrammarError> {
+        let limits = GbnfLimits::default();
+        match spec {
+            ConstraintSpec::Ebnf { grammar, root } => Grammar::from_gbnf(grammar, root),
+            ConstraintSpec::JsonObject => builtin_json(options, self.config.max_whitespace),
+            ConstraintSpec::Regex(pattern) => compose::from_regex(pattern, &limits),
+            ConstraintSpec::Choice(choices) => {
+                compose::from_regex(&choice_regex(choices)?, &limits)
+            }
+            ConstraintSpec::StructuralTag(_) => Err(GrammarError::InvalidSpec(
+                "a structural tag's content cannot be another structural tag".into(),
+            )),
+            other => Err(GrammarError::Unsupported {
+                location: Location::None,
+                what: format!(
+                    "{} as a structural tag's content on the earley backend",
+                    other.kind()
+                ),
+            }),
+        }
+    }
+
+    /// Free text whose tagged regions hold any grammar this backend serves
+    /// (`tokensieve_grammar::compose::tagged_grammar`): the same reading of
+    /// triggers as regex-fsm's structural tags.
+    fn structural_tag(
+        &self,
+        tag: &StructuralTag,
+        options: &SpecOptions,
+    ) -> Result<Grammar, GrammarError> {
+        let mut triggers: Vec<&str> = tag.triggers.iter().map(String::as_str).collect();
+        triggers.sort_unstable();
+        triggers.dedup();
+        let mut contents = Vec::with_capacity(tag.tags.len());
+        let mut trigger_of = Vec::with_capacity(tag.tags.len());
+        for item in &tag.tags {
+            let Some(trigger) = triggers.iter().position(|t| item.begin.starts_with(t)) else {
+                return Err(GrammarError::InvalidSpec(format!(
+                    "structural tag: begin {:?} starts with none of the triggers {:?}",
+                    item.begin, tag.triggers
+                )));
+            };
+            trigger_of.push(trigger);
+            contents.push(self.content_grammar(&item.content, options)?);
+        }
+        let tags: Vec<GrammarTag<'_>> = tag
+            .tags
+            .iter()
+            .zip(&contents)
+            .zip(&trigger_of)
+            .map(|((item, content), &trigger)| GrammarTag {
+                trigger,
+                begin: &item.begin,
+                content,
+                end: &item.end,
+            })
+            .collect();
+        compose::tagged_grammar(
+            &triggers,
+            &tags,
+            &GbnfLimits::default(),
+            &RegularLimits::default(),
+        )
+    }
+}
+
+/// `(?:a|b|…)` of the escaped choices.
+fn choice_regex(choices: &[String]) -> Result<String, GrammarError> {
+    if choices.is_empty() {
+        return Err(GrammarError::InvalidSpec(
+            "a choice constraint needs at least one string".into(),
+        ));
+    }
+    let alternatives: Vec<String> = choices
+        .iter()
+        .map(|c| tokensieve_grammar::regular::escape(c))
+        .collect();
+    Ok(format!("(?:{})", alternatives.join("|")))
+}
+
+/// The builtin JSON grammar for these options, parsed.
+fn builtin_json(options: &SpecOptions, max_whitespace: u32) -> Result<Grammar, GrammarError> {
+    let gbnf = json_gbnf(options, max_whitespace)?;
+    Grammar::from_gbnf(&gbnf, "root")
+        .map_err(|e| GrammarError::InvalidSpec(format!("the builtin JSON grammar: {e}")))
 }
 
 /// The builtin JSON grammar in the layout the options ask for.

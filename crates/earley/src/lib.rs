@@ -2,7 +2,8 @@
 //!
 //! The context-free backend of tokensieve, registered as `earley`: any GBNF
 //! grammar (nested and left recursion included), the builtin JSON grammar
-//! (`json_object`), regexes and choice lists, matched by an Earley parser
+//! (`json_object`), regexes, choice lists and structural tags with any of
+//! those inside, matched by an Earley parser
 //! whose terminals are **lexemes**, the regular parts of the grammar as byte
 //! DFAs.
 //!
@@ -59,8 +60,13 @@
 //!   depth; whitespace runs between tokens are bounded by
 //!   [`EarleyConfig::max_whitespace`] (20), compact and fixed separators as
 //!   the options say (indented layout is an `Unsupported` error).
-//! - `json_schema` and `structural_tag` are not served yet: asking for them
-//!   is an `UnsupportedSpec` error, never a wider language.
+//! - Structural tags (tool calls in free text) take any content this backend
+//!   serves (a GBNF grammar, `json_object`, a regex, a choice), read as
+//!   regex-fsm reads them: free text without triggers, each trigger opening
+//!   one of its tags in full; the text is one grammar
+//!   (`tokensieve_grammar::compose::tagged_grammar`).
+//! - `json_schema` is not served yet: asking for it (also as a tag's
+//!   content) is an error, never a wider language.
 //! - Every step is bounded ([`EarleyConfig::max_items`],
 //!   [`EarleyConfig::max_step_work`]): past a limit the step fails with
 //!   `StepError::LimitExceeded` naming it, and the matcher refuses
@@ -88,7 +94,7 @@ tokensieve_core::inventory::submit! {
     BackendRegistration {
         name: BACKEND_NAME,
         aliases: &[],
-        description: "any context-free GBNF grammar, json_object, regex, choice: an Earley parser over lexeme DFAs, masks from a token trie",
+        description: "any context-free GBNF grammar, json_object, regex, choice, structural tags of those: an Earley parser over lexeme DFAs, masks from a token trie",
         factory: |config, vocab| {
             let config = EarleyConfig::from_backend_config(config)?;
             Ok(Arc::new(EarleyBackend::new(vocab, config)))
