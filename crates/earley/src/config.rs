@@ -18,6 +18,9 @@ pub struct EarleyConfig {
     /// time a mask needs it, so small lexemes keep the mask tail short.
     /// Default 2,000.
     pub max_lexeme_states: usize,
+    /// Most DFA states of all the lexemes of one grammar together: bounds a
+    /// compile's memory whatever the grammar. Default 200,000.
+    pub max_total_lexeme_states: usize,
     /// Longest regex of one lexeme, in bytes; longer regular rules stay
     /// grammar rules. Default 64 KiB.
     pub max_lexeme_regex_len: usize,
@@ -56,6 +59,7 @@ impl Default for EarleyConfig {
         EarleyConfig {
             max_rollback: 32,
             max_lexeme_states: 2_000,
+            max_total_lexeme_states: 200_000,
             max_lexeme_regex_len: 64 << 10,
             max_dfa_states: 50_000,
             nfa_size_limit: 10 << 20,
@@ -77,6 +81,8 @@ impl EarleyConfig {
         let c = EarleyConfig {
             max_rollback: config.max_rollback,
             max_lexeme_states: config.option("max_lexeme_states", d.max_lexeme_states)?,
+            max_total_lexeme_states: config
+                .option("max_total_lexeme_states", d.max_total_lexeme_states)?,
             max_lexeme_regex_len: config.option("max_lexeme_regex_len", d.max_lexeme_regex_len)?,
             max_dfa_states: config.option("max_dfa_states", d.max_dfa_states)?,
             nfa_size_limit: config.option("nfa_size_limit", d.nfa_size_limit)?,

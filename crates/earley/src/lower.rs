@@ -30,6 +30,7 @@ pub(crate) struct Lowering<'a> {
     nullable: Vec<bool>,
     lexemes: Vec<Arc<Lexeme>>,
     lexeme_ids: HashMap<String, u32>,
+    lexeme_states: usize,
 }
 
 /// What a grammar symbol lowers to before runs are merged.
@@ -55,6 +56,7 @@ impl<'a> Lowering<'a> {
             nullable: Vec::new(),
             lexemes: Vec::new(),
             lexeme_ids: HashMap::new(),
+            lexeme_states: 0,
         }
     }
 
@@ -156,8 +158,11 @@ impl<'a> Lowering<'a> {
                 );
                 match r {
                     Ok(_) => true,
-                    Err(GrammarError::LimitExceeded { .. }) => false,
-                    Err(e) => return Err(e),
+                    // The regex is ours, not the user's: one that is too big
+                    // (or nests too deep for the regex parser) only means
+                    // the rule stays a grammar rule.
+                    Err(GrammarError::Cancelled) => return Err(GrammarError::Cancelled),
+                    Err(_) => false,
                 }
             }
         };
@@ -196,8 +201,9 @@ impl<'a> Lowering<'a> {
                         run.clear();
                         return Ok(());
                     }
-                    Err(GrammarError::LimitExceeded { .. }) => {}
-                    Err(e) => return Err(e),
+                    Err(GrammarError::Cancelled) => return Err(GrammarError::Cancelled),
+                    // Too big or too deep as one regex: piece by piece.
+                    Err(_) => {}
                 }
             }
         }
@@ -219,6 +225,17 @@ impl<'a> Lowering<'a> {
             self.words,
             &self.config.dfa_limits(max_states),
         )?;
+        self.lexeme_states += l.dfa.num_states();
+        if self.lexeme_states > self.config.max_total_lexeme_states {
+            return Err(GrammarError::LimitExceeded {
+                what: format!(
+                    "the DFA states of this grammar's lexemes ({} so far)",
+                    self.lexeme_states
+                ),
+                limit: self.config.max_total_lexeme_states,
+                knob: "max_total_lexeme_states".into(),
+            });
+        }
         let id = self.lexemes.len() as u32;
         self.lexemes.push(l);
         self.lexeme_ids.insert(regex.to_string(), id);

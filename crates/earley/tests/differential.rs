@@ -273,3 +273,36 @@ fn deep_nesting_is_neither_recursion_nor_a_stack_overflow() {
     assert!(m.is_accepting());
     drop(m);
 }
+
+/// Compiles end in a grammar or in an error naming a limit, whatever the
+/// grammar: a long chain of rules (the regular solver stops copying them
+/// at its bound), and lexemes beyond the per-grammar state budget.
+#[test]
+fn compiles_are_bounded() {
+    let vocab = small_vocab();
+    let n = 4_000;
+    let mut gbnf = String::from("root ::= \"(\" root \")\" | r3999\nr0 ::= \"ab\"\n");
+    for i in 1..n {
+        gbnf.push_str(&format!("r{i} ::= r{} \"x\"\n", i - 1));
+    }
+    let grammar = backend(&vocab)
+        .compile(&Constraint::ebnf(&gbnf, "root"))
+        .unwrap();
+    let mut m = grammar.matcher();
+    let text = format!("((ab{}))", "x".repeat(n - 1));
+    assert!(m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting());
+
+    let config = EarleyConfig {
+        max_total_lexeme_states: 10,
+        ..EarleyConfig::default()
+    };
+    let small = EarleyBackend::new(vocab.clone(), config);
+    let err = small
+        .compile(&Constraint::ebnf(
+            r#"root ::= "[" root "]" | "abcdef" | "ghijkl""#,
+            "root",
+        ))
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.to_string().contains("max_total_lexeme_states"), "{err}");
+}

@@ -76,9 +76,12 @@ impl Grammar {
     /// regular, `None` for the others: a rule is regular when its own
     /// component is solvable (see the [module docs](crate::regular)) and
     /// every rule it refers to is regular. A rule whose regex would exceed
-    /// [`RegularLimits::max_regex_len`] counts as not regular. This is how
-    /// the earley backend finds its lexemes: the regular parts of a
-    /// context-free grammar.
+    /// [`RegularLimits::max_regex_len`] counts as not regular, and so does
+    /// every rule solved after the regexes written so far exceed 16 times
+    /// that in all (rules are copied where they are used, so a long chain
+    /// of rules each using the last twice would otherwise fill memory).
+    /// This is how the earley backend finds its lexemes: the regular parts
+    /// of a context-free grammar.
     pub fn rule_regexes(&self, limits: &RegularLimits) -> Vec<Option<String>> {
         let mut solver = Solver {
             grammar: self,
@@ -88,16 +91,20 @@ impl Grammar {
             used_outside: vec![true; self.rules.len()],
         };
         let mut regular = vec![false; self.rules.len()];
+        let budget = limits.max_regex_len.saturating_mul(16);
+        let mut written = 0usize;
         for component in components(self, self.root) {
-            let callees_regular = component.iter().all(|&r| {
-                self.rule(r).alternatives.iter().flatten().all(|s| match s {
-                    Symbol::NonTerminal(t) => component.contains(t) || regular[t.index()],
-                    _ => true,
-                })
-            });
+            let callees_regular = written <= budget
+                && component.iter().all(|&r| {
+                    self.rule(r).alternatives.iter().flatten().all(|s| match s {
+                        Symbol::NonTerminal(t) => component.contains(t) || regular[t.index()],
+                        _ => true,
+                    })
+                });
             if callees_regular && solver.solve_component(&component).is_ok() {
                 for &r in &component {
                     regular[r.index()] = true;
+                    written += solver.solved[r.index()].as_ref().map_or(0, String::len);
                 }
             } else {
                 for &r in &component {
@@ -856,6 +863,25 @@ mod tests {
 
     /// Whenever a random grammar converts, the regex and the Earley
     /// recognizer agree on every short string over its bytes.
+    /// A chain of rules each copying the last: the regexes written stop at
+    /// a bound (the rest stay grammar rules), memory does not grow with the
+    /// square of the chain.
+    #[test]
+    fn rule_regexes_are_bounded_in_total() {
+        let n = 4_000;
+        let mut gbnf = String::from("root ::= \"(\" root \")\" | r3999\nr0 ::= \"ab\"\n");
+        for i in 1..n {
+            gbnf.push_str(&format!("r{i} ::= r{} \"x\"\n", i - 1));
+        }
+        let g = Grammar::from_gbnf(&gbnf, "root").unwrap();
+        let limits = RegularLimits::default();
+        let regexes = g.rule_regexes(&limits);
+        let total: usize = regexes.iter().flatten().map(String::len).sum();
+        assert!(total <= 17 * limits.max_regex_len, "{total} bytes written");
+        assert!(regexes[g.rule_id("r0").unwrap().index()].is_some());
+        assert!(regexes[g.root().index()].is_none());
+    }
+
     #[test]
     fn random_grammars_agree_with_the_recognizer() {
         let mut r = Rng(0x9E37_79B9_7F4A_7C15);
