@@ -1,0 +1,352 @@
+//! The earley backend on real vocabularies (every
+//! `../shared/data/tokenizers/*/tokenizer.json`): context-free languages
+//! (JSON through `json_object` and through llama.cpp-style GBNF, arithmetic
+//! with nested parentheses, nested brackets) walked through the real
+//! tokenization of valid and invalid texts. At every step the mask must
+//! allow the next token of a valid text, and must agree with `accept_token`
+//! on a sample of the vocabulary. Skipped, with a message, when the data
+//! folder is absent.
+//!
+//! Each tokenizer is loaded once for the whole file (a few seconds each in
+//! a debug build) and shared by the tests.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use tokensieve_core::bitmask::{row_allowed_tokens, row_is_allowed};
+use tokensieve_core::hf::HfTokenizer;
+use tokensieve_core::testing::SplitMix64;
+use tokensieve_core::{
+    CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarObject, Vocabulary,
+};
+use tokensieve_earley::{EarleyBackend, EarleyConfig};
+
+/// Tokens drawn from the whole vocabulary at each step.
+const SAMPLE: usize = 300;
+/// Tokens drawn from those the mask allows at each step (so the sample
+/// checks that allowed tokens are taken, not only that refused ones are not).
+const SAMPLE_ALLOWED: usize = 40;
+
+struct Loaded {
+    name: String,
+    tok: HfTokenizer,
+    vocab: Arc<Vocabulary>,
+    backend: EarleyBackend,
+}
+
+/// Every tokenizer of the shared data folder, loaded once; `None` (and a
+/// "skipped" line) when the folder is absent.
+fn tokenizers() -> Option<&'static [Loaded]> {
+    static LOADED: OnceLock<Option<Vec<Loaded>>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let root =
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/tokenizers");
+            let Ok(dir) = std::fs::read_dir(&root) else {
+                eprintln!("skipped: {} not found", root.display());
+                return None;
+            };
+            let mut files: Vec<(String, PathBuf)> = dir
+                .filter_map(|e| e.ok())
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.path().join("tokenizer.json"),
+                    )
+                })
+                .filter(|(_, p)| p.is_file())
+                .collect();
+            files.sort();
+            let started = std::time::Instant::now();
+            let loaded: Vec<Loaded> = files
+                .into_iter()
+                .map(|(name, path)| {
+                    // A tokenizer in the folder that the loader cannot read
+                    // is a failure, not a skip: the regex backend's tests
+                    // read them all.
+                    let tok = HfTokenizer::from_file(&path)
+                        .unwrap_or_else(|e| panic!("{name}: cannot load: {e}"));
+                    let vocab = Arc::new(tok.vocabulary().clone());
+                    let backend = EarleyBackend::new(vocab.clone(), EarleyConfig::default());
+                    Loaded {
+                        name,
+                        tok,
+                        vocab,
+                        backend,
+                    }
+                })
+                .collect();
+            eprintln!(
+                "{} tokenizers loaded in {:.1?}",
+                loaded.len(),
+                started.elapsed()
+            );
+            if loaded.is_empty() {
+                eprintln!("skipped: no tokenizer.json under {}", root.display());
+                return None;
+            }
+            Some(loaded)
+        })
+        .as_deref()
+}
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../grammar/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A mask and `accept_token` agree on `SAMPLE` ids drawn afresh at each
+/// step, `SAMPLE_ALLOWED` ids the mask allows, the stop tokens and `next`.
+fn check_sample(
+    what: &str,
+    vocab: &Vocabulary,
+    m: &dyn GrammarObject,
+    row: &[u32],
+    next: Option<u32>,
+    r: &mut SplitMix64,
+) {
+    let n = vocab.vocab_size();
+    let allowed = row_allowed_tokens(row, n);
+    let mut ids: Vec<u32> = (0..SAMPLE).map(|_| r.below(n) as u32).collect();
+    if !allowed.is_empty() {
+        ids.extend((0..SAMPLE_ALLOWED).map(|_| allowed[r.below(allowed.len())]));
+    }
+    ids.extend(vocab.stop_tokens());
+    ids.extend(next);
+    for id in ids {
+        let bit = row_is_allowed(row, id);
+        let took = m.fork().accept_token(id).is_ok();
+        assert_eq!(
+            bit,
+            took,
+            "{what}: token {id} {:?}: mask bit {bit}, accept_token {took}",
+            String::from_utf8_lossy(vocab.token_bytes(id)),
+        );
+    }
+    for &stop in vocab.stop_tokens() {
+        assert_eq!(row_is_allowed(row, stop), m.is_accepting(), "{what}: stop");
+    }
+}
+
+/// How one text's walk ended.
+#[derive(Debug, PartialEq)]
+enum Walk {
+    /// Every token taken, then a stop token.
+    Accepted,
+    /// Refused (by the mask and by `accept_token`) at this token index;
+    /// `tokens` when every token was taken but a stop token was refused.
+    RejectedAt(usize),
+}
+
+/// Walks `text`, through its real tokenization, checking the mask against
+/// `accept_token` at every step. Returns the number of steps checked too.
+fn walk(
+    l: &Loaded,
+    case: &str,
+    grammar: &dyn CompiledGrammar,
+    text: &str,
+    r: &mut SplitMix64,
+) -> (Walk, usize) {
+    let ids = l
+        .tok
+        .encode(text)
+        .unwrap_or_else(|e| panic!("{}: {text:?}: {e}", l.name));
+    assert_eq!(
+        l.vocab.decode(&ids),
+        text.as_bytes(),
+        "{}: {text:?}",
+        l.name
+    );
+    let mut m = grammar.matcher();
+    let mut row = vec![0u32; l.vocab.mask_words()];
+    let mut prefix = Vec::new();
+    for (i, &id) in ids.iter().enumerate() {
+        m.fill_bitmask(&mut row);
+        let what = format!(
+            "{}: {case}: {text:?} after {:?}",
+            l.name,
+            String::from_utf8_lossy(&prefix)
+        );
+        check_sample(&what, &l.vocab, &*m, &row, Some(id), r);
+        let in_mask = row_is_allowed(&row, id);
+        let took = m.accept_token(id);
+        assert_eq!(in_mask, took.is_ok(), "{what}: token {id}: {took:?}");
+        if !in_mask {
+            return (Walk::RejectedAt(i), i + 1);
+        }
+        prefix.extend_from_slice(l.vocab.token_bytes(id));
+    }
+    m.fill_bitmask(&mut row);
+    let what = format!("{}: {case}: {text:?} at the end", l.name);
+    check_sample(&what, &l.vocab, &*m, &row, None, r);
+    let stop = l.vocab.stop_tokens()[0];
+    if m.accept_token(stop).is_err() {
+        assert!(!m.is_accepting(), "{what}");
+        return (Walk::RejectedAt(ids.len()), ids.len() + 1);
+    }
+    assert!(m.is_terminated(), "{what}");
+    (Walk::Accepted, ids.len() + 1)
+}
+
+/// One grammar: valid texts are accepted through every real tokenization,
+/// invalid ones refused at some token (or at the stop token when every
+/// token is a valid prefix).
+fn run_case(case: &str, constraint: &Constraint, good: &[&str], bad: &[&str]) {
+    let Some(loaded) = tokenizers() else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let mut r = SplitMix64(0x00EA_41E7);
+    let mut steps = 0;
+    for l in loaded {
+        let grammar = l
+            .backend
+            .compile(constraint)
+            .unwrap_or_else(|e| panic!("{}: {case}: {e}", l.name));
+        for text in good {
+            let (verdict, n) = walk(l, case, &*grammar, text, &mut r);
+            assert_eq!(verdict, Walk::Accepted, "{}: {case}: {text:?}", l.name);
+            steps += n;
+        }
+        for text in bad {
+            let (verdict, n) = walk(l, case, &*grammar, text, &mut r);
+            assert_ne!(
+                verdict,
+                Walk::Accepted,
+                "{}: {case}: {text:?} must be rejected",
+                l.name
+            );
+            steps += n;
+        }
+    }
+    eprintln!(
+        "{case}: {} tokenizers, {steps} steps checked in {:.1?}",
+        loaded.len(),
+        started.elapsed()
+    );
+}
+
+/// Valid JSON objects for both JSON grammars: nesting, every escape,
+/// numbers, non-ASCII text, and whitespace that both allow (`json.gbnf`
+/// allows one space or a newline and indentation between tokens).
+const JSON_GOOD: &[&str] = &[
+    r#"{"name": "Zoë \"the\" 日本", "tags": ["a b", "日本", "😀"], "n": -12.5e+3, "ok": true, "none": null}"#,
+    r#"{"a":{"b":[1,[2,[3,{}]],{"c":[]}]},"d":"\u00e9\\n\/\t","e":[[[[[0]]]]]}"#,
+    "{\n  \"config\": {\n    \"depth\": [0, 1.0, -0.5E-2, 1e9],\n    \"empty\": {}\n  }\n}",
+    r#"{"code": "fn main() { println!(\"{}\", [1, 2][0]); }", "x": false}"#,
+];
+
+/// Invalid JSON for both grammars.
+const JSON_BAD: &[&str] = &[
+    r#"{"a": 01}"#,
+    r#"{"a": [1, 2,]}"#,
+    r#"{"a" 1}"#,
+    r#"{"a": tru}"#,
+    r#"{"a": "tab	inside"}"#,
+    r#"{"a": "\x41"}"#,
+    r#"{"a": [1, 2]]}"#,
+    r#"{"a": {"b": [1, 2}}"#,
+    r#"{"a": [{"b": 1}"#,
+    r#"{'a': 1}"#,
+];
+
+#[test]
+fn json_object_on_real_tokenizers() {
+    let mut bad = JSON_BAD.to_vec();
+    // The builtin grammar is an object at the top, with nothing after it.
+    bad.extend([r#"["top", "level"]"#, r#"{"a": 1} "#, "42"]);
+    run_case(
+        "json_object",
+        &Constraint::new(ConstraintSpec::JsonObject),
+        JSON_GOOD,
+        &bad,
+    );
+}
+
+#[test]
+fn json_gbnf_on_real_tokenizers() {
+    let mut good = JSON_GOOD.to_vec();
+    // `root ::= value`: any value at the top, trailing whitespace allowed.
+    good.extend([
+        r#"["top", {"level": [1, 2.5]}] "#,
+        "42",
+        r#""just a string""#,
+    ]);
+    let mut bad = JSON_BAD.to_vec();
+    // Its whitespace is one space or a newline and indentation.
+    bad.extend([r#"{"a":  1}"#, "[1 2]"]);
+    run_case(
+        "json.gbnf",
+        &Constraint::ebnf(fixture("json.gbnf"), "root"),
+        &good,
+        &bad,
+    );
+}
+
+/// Left-recursive arithmetic with nested parentheses.
+const ARITHMETIC: &str = r#"
+root   ::= expr
+expr   ::= expr " "? [-+] " "? term | term
+term   ::= term " "? [*/] " "? factor | factor
+factor ::= "-" factor | "(" expr ")" | [0-9]+ ("." [0-9]+)? | [a-z]+
+"#;
+
+#[test]
+fn arithmetic_on_real_tokenizers() {
+    run_case(
+        "arithmetic",
+        &Constraint::ebnf(ARITHMETIC, "root"),
+        &[
+            "(1 + 2) * -(3.5 / (x - 4))",
+            "((((((((((42))))))))))",
+            "a*(b+(c-(d/(e*(f+1)))))",
+            "-(-(-1)) - 2*3/4+500.25",
+            "total + (price * (1 + rate/100)) - (discount)",
+        ],
+        &[
+            "(1 + 2",
+            "1 + * 2",
+            "((3)))",
+            "1 +  2",
+            "2(3)",
+            "()",
+            "(1 + 2) * (3",
+            "1.2.3",
+            "x = 1",
+        ],
+    );
+}
+
+/// Four kinds of brackets, nested in any order, between runs of text.
+/// Text runs alternate with groups, so the grammar is unambiguous.
+const BRACKETS: &str = r#"
+root  ::= text? (group text?)*
+group ::= "(" root ")" | "[" root "]" | "{" root "}" | "<" root ">"
+text  ::= [a-z0-9 ,.]+
+"#;
+
+#[test]
+fn nested_brackets_on_real_tokenizers() {
+    run_case(
+        "brackets",
+        &Constraint::ebnf(BRACKETS, "root"),
+        &[
+            "([{<a, b>}])",
+            "f(x[1]{y}) and (((nested [deep {deeper <deepest>}])))",
+            "[[[[[[[[[[[[]]]]]]]]]]]]",
+            "a, b. (c) [d]",
+            "",
+        ],
+        &[
+            "([)]",
+            "(((x))",
+            "{a}]",
+            "<a>)",
+            "[[[[[[[[[[[[]]]]]]]]]]]",
+            "(a) B",
+        ],
+    );
+}
