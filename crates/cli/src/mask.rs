@@ -20,11 +20,12 @@ pub struct MaskArgs {
     /// Any JSON object.
     #[arg(long)]
     pub json: bool,
-    /// A regular expression the whole text must match.
-    #[arg(long)]
+    /// A regular expression the whole text must match (may begin with `-`).
+    #[arg(long, allow_hyphen_values = true)]
     pub regex: Option<String>,
-    /// One allowed string (repeat the flag for each choice).
-    #[arg(long)]
+    /// One allowed string (repeat the flag for each choice; may begin with
+    /// `-`).
+    #[arg(long, allow_hyphen_values = true)]
     pub choice: Vec<String>,
     /// An EBNF/GBNF grammar file.
     #[arg(long)]
@@ -53,8 +54,10 @@ pub struct MaskArgs {
     /// for regex-fsm (the knobs are listed in its `RegexFsmConfig`).
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
-    /// The text to walk through the constraint.
-    #[arg(long)]
+    /// The text to walk through the constraint. It may begin with `-` (a
+    /// negative number, a markdown list): `--text -1` and `--text=-1` both
+    /// read it as the text, not as a flag.
+    #[arg(long, allow_hyphen_values = true)]
     pub text: String,
 }
 

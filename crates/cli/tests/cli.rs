@@ -308,3 +308,52 @@ fn structural_tags_constrain_only_the_tagged_regions() {
     let junk = scratch.file("junk.json", "{\"tags\": 3}");
     assert_bad_input(&walk(&junk, "x"), "structural tag");
 }
+
+#[test]
+fn mask_text_may_begin_with_a_hyphen() {
+    let tok = tokenizer();
+    for text_args in [["--text", "-12"], ["--text=-12", ""]] {
+        let mut args = vec!["--regex", "-?[0-9]+"];
+        args.extend(text_args.iter().filter(|a| !a.is_empty()));
+        let o = mask("regex-fsm", &tok, &args);
+        assert_eq!(code(&o), 0, "{args:?}: {} {}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).starts_with("accepted"), "{}", stdout(&o));
+    }
+    // A markdown list, and a value that is rejected (not misread as a flag).
+    let list = mask(
+        "earley",
+        &tok,
+        &["--regex", "(- [a-z]+\n?)+", "--text", "- milk\n- eggs"],
+    );
+    assert_eq!(code(&list), 0, "{} {}", stdout(&list), stderr(&list));
+    let o = mask("regex-fsm", &tok, &["--regex", "[0-9]+", "--text", "-5"]);
+    assert_eq!(code(&o), 1, "{} {}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("rejected at token 0"),
+        "{}",
+        stdout(&o)
+    );
+    // The flags after it are still flags.
+    let o = mask("regex-fsm", &tok, &["--text", "-3", "--regex", "-[0-9]"]);
+    assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
+}
+
+#[test]
+fn earley_runs_context_free_grammars_and_names_bad_ones() {
+    let tok = tokenizer();
+    let scratch = Scratch::new("earley");
+    let nested = scratch.file("nested.gbnf", "root ::= \"x\" | \"[\" root \"]\"\n");
+    let walk = |file: &str, text: &str| mask("earley", &tok, &["--grammar", file, "--text", text]);
+    let o = walk(&nested, "[[x]]");
+    assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
+    let o = walk(&nested, "[[x]");
+    assert_eq!(code(&o), 1, "{} {}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("may not end here"), "{}", stdout(&o));
+    // An unterminated string on line 2, column 10.
+    let bad = scratch.file("bad.gbnf", "root ::= item\nitem ::= \"abc\n");
+    let o = walk(&bad, "abc");
+    assert_bad_input(&o, "line 2, column 10");
+    // A rule used but never defined, on line 1, column 14.
+    let bad = scratch.file("undefined.gbnf", "root ::= \"a\" item\n");
+    assert_bad_input(&walk(&bad, "a"), "line 1, column 14");
+}
