@@ -200,6 +200,7 @@ impl GrammarObject for EarleyMatcher {
         if self.terminated || self.poisoned.is_some() {
             row.fill(0);
         } else if let Some((set, mask)) = &self.memo
+            && mask.len() == row.len()
             && (Arc::ptr_eq(set, &self.cur) || set.items == self.cur.items)
         {
             row.copy_from_slice(mask);

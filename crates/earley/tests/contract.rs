@@ -472,8 +472,6 @@ fn short_or_long_rows_never_panic() {
 /// The same, with the row length changing between two masks of one
 /// matcher in the same state (the second mask comes from the kept one).
 #[test]
-#[ignore = "BUG: fill_bitmask panics (copy_from_slice length mismatch, matcher.rs) when \
-            the row length differs from the previous call's in the same state"]
 fn rows_of_changing_length_never_panic() {
     let vocab = tiny();
     let g = compile("root ::= [a-z]+");
