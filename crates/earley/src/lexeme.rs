@@ -45,6 +45,24 @@ impl TokenSet {
         TokenSet::Dense(row)
     }
 
+    /// The set of a row holding `count` tokens: kept as the row when many,
+    /// as sorted ids when few.
+    pub(crate) fn from_row(row: Vec<u32>, count: usize) -> TokenSet {
+        if count * 32 >= row.len() * 4 {
+            return TokenSet::Dense(row);
+        }
+        let ids = row
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &bits)| {
+                (0..32)
+                    .filter(move |b| bits & (1 << b) != 0)
+                    .map(move |b| (w * 32 + b) as u32)
+            })
+            .collect();
+        TokenSet::Sparse(ids)
+    }
+
     /// Adds these tokens to `row`.
     pub(crate) fn or_into(&self, row: &mut [u32]) {
         match self {
@@ -139,7 +157,10 @@ impl Lexeme {
     /// the first byte the DFA refuses.
     fn build_state(&self, state: u32) -> StateIndex {
         let trie = &*self.trie;
-        let mut inside = Vec::new();
+        // Straight into a row: a wide state (a string body) holds most of
+        // the vocabulary, and sorting its ids would cost more than the walk.
+        let mut inside = vec![0u32; self.words];
+        let mut count = 0;
         let mut exits = Vec::new();
         let mut stack = vec![DEAD; trie.max_depth + 1];
         stack[0] = state;
@@ -157,7 +178,10 @@ impl Lexeme {
                 trie.token_start[i] as usize,
                 trie.token_start[i + 1] as usize,
             );
-            inside.extend_from_slice(&trie.tokens[lo..hi]);
+            for &t in &trie.tokens[lo..hi] {
+                inside[t as usize / 32] |= 1 << (t % 32);
+            }
+            count += hi - lo;
             if self.dfa.is_accepting(next) && node.next as usize > i + 1 {
                 exits.push((i as u32, node.depth));
             }
@@ -168,7 +192,7 @@ impl Lexeme {
             .map(|&(n, _)| (trie.nodes[n as usize].next - n) as usize)
             .sum();
         StateIndex {
-            inside: TokenSet::from_ids(inside, self.words),
+            inside: TokenSet::from_row(inside, count),
             exits,
             exit_span,
         }
