@@ -10,6 +10,7 @@ use tokensieve_core::{
     Whitespace,
 };
 use tokensieve_grammar::compose::{self, GrammarTag};
+use tokensieve_grammar::regular::choice_regex;
 use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie};
 
 use crate::config::EarleyConfig;
@@ -199,20 +200,6 @@ impl EarleyBackend {
             &RegularLimits::default(),
         )
     }
-}
-
-/// `(?:a|b|…)` of the escaped choices.
-fn choice_regex(choices: &[String]) -> Result<String, GrammarError> {
-    if choices.is_empty() {
-        return Err(GrammarError::InvalidSpec(
-            "a choice constraint needs at least one string".into(),
-        ));
-    }
-    let alternatives: Vec<String> = choices
-        .iter()
-        .map(|c| tokensieve_grammar::regular::escape(c))
-        .collect();
-    Ok(format!("(?:{})", alternatives.join("|")))
 }
 
 /// The builtin JSON grammar for these options, parsed.

@@ -126,6 +126,18 @@ pub fn escape(text: &str) -> String {
     regex_syntax::escape(text)
 }
 
+/// The regex of a choice list, `(?:a|b|…)` of the escaped strings; an
+/// empty list is [`GrammarError::InvalidSpec`].
+pub fn choice_regex(choices: &[String]) -> Result<String, GrammarError> {
+    if choices.is_empty() {
+        return Err(GrammarError::InvalidSpec(
+            "a choice constraint needs at least one string".into(),
+        ));
+    }
+    let alternatives: Vec<String> = choices.iter().map(|c| escape(c)).collect();
+    Ok(format!("(?:{})", alternatives.join("|")))
+}
+
 /// The regex (regex-syntax dialect) of one terminal symbol, `None` for a
 /// rule reference: a literal escaped, a class as its code point ranges.
 pub fn terminal_regex(symbol: &Symbol) -> Option<String> {

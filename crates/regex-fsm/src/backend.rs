@@ -12,7 +12,7 @@ use tokensieve_core::{
     GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary,
 };
 use tokensieve_grammar::dfa::{ByteDfa, DfaLimits};
-use tokensieve_grammar::regular::{RegularLimits, Tag, tagged_text};
+use tokensieve_grammar::regular::{RegularLimits, Tag, choice_regex, tagged_text};
 use tokensieve_grammar::trie::TokenTrie;
 
 /// The spec kinds this backend compiles.
@@ -197,17 +197,6 @@ impl RegexFsmBackend {
             }),
         })
     }
-}
-
-/// `(?:a|b|…)` of the escaped choices.
-fn choice_regex(choices: &[String]) -> Result<String, GrammarError> {
-    if choices.is_empty() {
-        return Err(GrammarError::InvalidSpec(
-            "a choice constraint needs at least one string".into(),
-        ));
-    }
-    let alternatives: Vec<String> = choices.iter().map(|c| regex_syntax::escape(c)).collect();
-    Ok(format!("(?:{})", alternatives.join("|")))
 }
 
 impl GrammarBackend for RegexFsmBackend {
