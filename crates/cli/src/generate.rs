@@ -141,7 +141,7 @@ impl Encoder for HfEncoder<'_> {
 
 /// The ChatML conversation SmolLM2, Qwen and others are trained on, with the
 /// template's own default system message when it has one.
-fn chat_prompt(
+pub fn chat_prompt(
     tok: &HfTokenizer,
     gguf: &GgufTokenizer,
     prompt: &str,

@@ -102,6 +102,14 @@ pub fn generate(
     let mut seen: Vec<u32> = Vec::new();
     let mut row = vec![0u32; vocab.mask_words()];
     model.truncate(0);
+    // A grammar may be certain of how the output starts (`{"name":` …).
+    if options.jump_forward && options.max_tokens > 0 {
+        let forced = matcher.jump_forward();
+        if !forced.is_empty() {
+            jump(encoder, vocab, matcher, &mut out, None, &forced)?;
+            on_text(&forced);
+        }
+    }
     while out.tokens.len() < options.max_tokens {
         // Bring the model in line with the grammar's tokens, then read logits.
         let wanted: Vec<u32> = prompt.iter().chain(&out.tokens).copied().collect();
@@ -161,7 +169,7 @@ pub fn generate(
         if options.jump_forward && out.tokens.len() < options.max_tokens {
             let forced = matcher.jump_forward();
             if !forced.is_empty() {
-                jump(encoder, vocab, matcher, &mut out, token, &forced)?;
+                jump(encoder, vocab, matcher, &mut out, Some(token), &forced)?;
                 on_text(&forced);
             }
         }
@@ -182,23 +190,21 @@ fn plan_feed(seen: &[u32], wanted: &[u32]) -> (usize, Vec<u32>) {
     (common, wanted[common..].to_vec())
 }
 
-/// Appends the certain bytes `forced` after the sampled `token`: the
-/// boundary `token + forced` is retokenized as the model's tokenizer would
-/// write it, the matcher steps back over `token` and walks the new tokens.
-/// If the tokenizer cannot spell the boundary in tokens the grammar accepts,
-/// `token` stays and `forced` alone is encoded; the grammar's bytes are
-/// certain, so one of the two succeeds unless the vocabulary cannot spell
-/// them at all (then an error).
+/// Appends the certain bytes `forced` after the sampled `token` (`None` at
+/// the start of the output): the boundary `token + forced` is retokenized as
+/// the model's tokenizer would write it, the matcher steps back over `token`
+/// and walks the new tokens. If the tokenizer cannot spell the boundary in
+/// tokens the grammar accepts, `token` stays and `forced` alone is encoded;
+/// the grammar's bytes are certain, so one of the two succeeds unless the
+/// vocabulary cannot spell them at all (then an error).
 fn jump(
     encoder: &dyn Encoder,
     vocab: &Vocabulary,
     matcher: &mut Box<dyn GrammarObject>,
     out: &mut Outcome,
-    token: u32,
+    token: Option<u32>,
     forced: &[u8],
 ) -> anyhow::Result<()> {
-    let mut boundary = vocab.token_bytes(token).to_vec();
-    boundary.extend_from_slice(forced);
     // Try on a fork, so a refused attempt leaves the matcher as it was.
     let attempt = |rollback: usize, text: &[u8]| -> Option<(Box<dyn GrammarObject>, Vec<u32>)> {
         let ids = encoder.encode(text)?;
@@ -210,7 +216,12 @@ fn jump(
         fork.accept_tokens(&ids).ok()?;
         Some((fork, ids))
     };
-    if let Some((fork, ids)) = attempt(1, &boundary) {
+    let retokenized = token.and_then(|token| {
+        let mut boundary = vocab.token_bytes(token).to_vec();
+        boundary.extend_from_slice(forced);
+        attempt(1, &boundary).map(|(fork, ids)| (token, fork, ids))
+    });
+    if let Some((token, fork, ids)) = retokenized {
         *matcher = fork;
         out.tokens.pop();
         if ids[0] != token {
