@@ -55,6 +55,9 @@ struct Totals {
     decode: Duration,
     mask: Duration,
     compile: Duration,
+    /// Forward passes after the prompt's, and their time.
+    passes: usize,
+    model: Duration,
 }
 
 const MODES: [(&str, bool, bool); 3] = [
@@ -167,6 +170,8 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
             tot.decode += out.total_time - out.prompt_time;
             tot.mask += out.mask_time;
             tot.compile += compile;
+            tot.passes += out.forward_passes.saturating_sub(1);
+            tot.model += out.model_time;
             eprintln!(
                 "[e2e] {id} {mode}: {} tokens ({} forced), {:.1} tokens/s, {}",
                 out.tokens.len(),
@@ -179,20 +184,21 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
     }
 
     println!(
-        "| mode | requests | output tokens | forced share | TTFT mean ms | time per output token ms | output tokens/s | mask ms/token | valid |"
+        "| mode | requests | output tokens | forced share | TTFT mean ms | time per output token ms | output tokens/s | forward ms/step | mask µs/step | valid |"
     );
-    println!("|:--|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for (t, (mode, _, _)) in totals.iter().zip(MODES) {
         let tokens = t.tokens.max(1) as f64;
         println!(
-            "| {mode} | {} | {} | {:.1}% | {:.0} | {:.1} | {:.1} | {:.3} | {}/{} |",
+            "| {mode} | {} | {} | {:.1}% | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {}/{} |",
             t.requests,
             t.tokens,
             100.0 * t.forced as f64 / tokens,
             t.ttft.as_secs_f64() * 1e3 / t.requests.max(1) as f64,
             t.decode.as_secs_f64() * 1e3 / tokens,
             tokens / t.decode.as_secs_f64().max(1e-9),
-            t.mask.as_secs_f64() * 1e3 / tokens,
+            t.model.as_secs_f64() * 1e3 / t.passes.max(1) as f64,
+            t.mask.as_secs_f64() * 1e6 / (t.passes + t.requests).max(1) as f64,
             t.valid,
             t.requests
         );
