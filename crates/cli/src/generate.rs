@@ -68,7 +68,8 @@ pub struct GenerateArgs {
     /// A backend knob, KEY=VALUE (repeatable).
     #[arg(long = "option", value_name = "KEY=VALUE")]
     pub options: Vec<String>,
-    /// Output tokens at most (forced tokens included).
+    /// Stop sampling once the output has this many tokens (forced ones
+    /// included; a jump-forward under way may end past it).
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
     /// Sampling temperature; 0 = greedy.

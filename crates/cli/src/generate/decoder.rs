@@ -44,8 +44,8 @@ pub struct Sampling {
 
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeOptions {
-    /// Output tokens at most (forced tokens included); the step that reaches
-    /// it finishes its jump-forward.
+    /// No token is sampled once the output has this many (forced tokens
+    /// included); a jump-forward that starts below it may end above it.
     pub max_tokens: usize,
     pub jump_forward: bool,
     pub sampling: Sampling,
@@ -492,6 +492,56 @@ mod tests {
         assert_eq!(plain.text, jumped.text);
         assert_eq!(jumped.sampled, 1, "one token to choose, the rest is forced");
         assert_eq!(jumped.tokens, tok.encode("negative sentiment").unwrap());
+    }
+
+    #[test]
+    fn max_tokens_stops_sampling() {
+        let vocab = tokensieve::vocab::fixtures::json_tiny();
+        let backend = tokensieve::create_backend(
+            "regex-fsm",
+            &BackendConfig::default(),
+            Arc::new(vocab.clone()),
+        )
+        .unwrap();
+        let grammar = backend.compile(&schema()).unwrap();
+        for (jump_forward, max) in [(false, 3), (true, 3), (false, 0)] {
+            let mut model = FakeModel {
+                vocab: &vocab,
+                prompt_len: 1,
+                target: TARGET.as_bytes().to_vec(),
+                seen: Vec::new(),
+                truncations: 0,
+            };
+            let options = DecodeOptions {
+                max_tokens: max,
+                jump_forward,
+                sampling: Sampling {
+                    temperature: 0.0,
+                    top_p: 1.0,
+                    seed: 0,
+                },
+            };
+            let mut matcher = grammar.matcher();
+            let prompt = [vocab.stop_tokens()[0]];
+            let out = generate(
+                &mut model,
+                &Greedy(&vocab),
+                &vocab,
+                &mut matcher,
+                &prompt,
+                &options,
+                &mut |_| {},
+            )
+            .unwrap();
+            assert_eq!(out.stop, Some(StopReason::MaxTokens));
+            assert!(TARGET.as_bytes().starts_with(&out.text));
+            if jump_forward {
+                // The last sampled step started below the limit; its jump may pass it.
+                assert!(out.sampled <= max && out.tokens.len() >= max, "{out:?}");
+            } else {
+                assert_eq!((out.tokens.len(), out.sampled), (max, max));
+            }
+        }
     }
 
     #[test]
