@@ -92,6 +92,10 @@ pub struct GenerateArgs {
     /// The model's tokenizer.json, instead of the GGUF's own tokenizer.
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// Where the mask is applied to the logits: cpu, or wgpu / cuda when the
+    /// CLI is built with that feature (the logits live on the host either way).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "wgpu", "cuda"])]
+    pub device: String,
     /// Only the final report on stderr, no loading messages.
     #[arg(long, short)]
     pub quiet: bool,
@@ -184,6 +188,28 @@ pub fn chat_prompt(
     Ok(Some(ids))
 }
 
+/// The mask device named by `--device`; one not compiled in is bad input.
+fn mask_device(name: &str) -> Result<Box<dyn tokensieve::MaskDevice>, BadInput> {
+    let unavailable = |e: tokensieve::DeviceError| BadInput(format!("--device {name}: {e}"));
+    match name {
+        "cpu" => Ok(Box::new(tokensieve::CpuDevice)),
+        #[cfg(feature = "wgpu")]
+        "wgpu" => Ok(Box::new(
+            tokensieve::wgpu::WgpuDevice::new().map_err(unavailable)?,
+        )),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Box::new(
+            tokensieve::cuda::CudaDevice::new(0).map_err(unavailable)?,
+        )),
+        other => {
+            let _ = unavailable;
+            Err(BadInput(format!(
+                "--device {other} is not compiled in: build the CLI with --features {other}"
+            )))
+        }
+    }
+}
+
 pub fn run(args: &GenerateArgs) -> anyhow::Result<u8> {
     let t0 = Instant::now();
     let model_path = match &args.model {
@@ -210,6 +236,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<u8> {
         None => HfTokenizer::from_gguf(&gguf, &shown)?,
     };
     let constraint = args.constraint()?;
+    let device = mask_device(&args.device)?;
     let mut model = model::CandleModel::load(&model_path)?;
     let tok = if model.vocab_rows > tok.vocabulary().tokenizer_size() {
         tok.with_vocab_size(model.vocab_rows)?
@@ -244,13 +271,14 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<u8> {
     };
     if !args.quiet {
         eprintln!(
-            "[tokensieve] {} ({} ids), backend {}, compiled in {:.1} ms; prompt {} tokens; ready in {:.2} s",
+            "[tokensieve] {} ({} ids), backend {}, device {}, compiled in {:.1} ms; prompt {} tokens; ready in {:.2} s",
             model_path
                 .file_name()
                 .map(|f| f.to_string_lossy())
                 .unwrap_or_default(),
             vocab.vocab_size(),
             backend.name(),
+            device.name(),
             compile_time.as_secs_f64() * 1e3,
             prompt.len(),
             t0.elapsed().as_secs_f64()
@@ -271,6 +299,7 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<u8> {
     let mut out = stdout.lock();
     let outcome = decoder::generate(
         &mut model,
+        device.as_ref(),
         &HfEncoder(&tok),
         &vocab,
         &mut matcher,

@@ -180,3 +180,49 @@ fn a_spec_the_backend_refuses_is_bad_input() {
     let e = one_error_line(&o);
     assert!(e.contains("root"), "{e}");
 }
+
+#[test]
+fn every_mask_device_gives_the_cpu_answer_or_says_why_not() {
+    let Some(model) = model() else { return };
+    let m = model.display().to_string();
+    let args = |device: &'static str| {
+        vec![
+            "--model",
+            &m,
+            "--device",
+            device,
+            "--max-tokens",
+            "12",
+            "--regex",
+            "[a-z]+( [a-z]+)*",
+            "Name a fruit.",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
+    };
+    let cpu = run(
+        &args("cpu").iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        None,
+    );
+    assert!(matches!(code(&cpu), 0 | 1), "{}", stderr(&cpu));
+    for device in ["wgpu", "cuda"] {
+        let o = run(
+            &args(device).iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+            None,
+        );
+        let e = stderr(&o);
+        match code(&o) {
+            // Compiled in and present: masks agree bit for bit, so greedy output does too.
+            0 | 1 => assert_eq!(o.stdout, cpu.stdout, "{device}: {e}"),
+            2 => {
+                let last = e.lines().last().unwrap_or_default();
+                assert!(
+                    last.starts_with(&format!("error: --device {device}")),
+                    "{e}"
+                );
+            }
+            other => panic!("{device}: exit {other}: {e}"),
+        }
+    }
+}

@@ -152,6 +152,7 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
             };
             let out = decoder::generate(
                 &mut model,
+                &tokensieve::CpuDevice,
                 &HfEncoder(&tok),
                 &vocab,
                 &mut matcher,

@@ -13,7 +13,7 @@
 
 use anyhow::{Context, bail};
 use std::time::{Duration, Instant};
-use tokensieve::{CpuDevice, GrammarObject, LogitsMut, MaskDevice, Vocabulary};
+use tokensieve::{GrammarObject, LogitsMut, MaskDevice, Vocabulary};
 
 /// A causal language model with a KV cache.
 pub trait LanguageModel {
@@ -85,9 +85,14 @@ pub struct Outcome {
 }
 
 /// Runs constrained generation after `prompt` until a stop token or
-/// `max_tokens`; `on_text` receives the output bytes as they are decided.
+/// `max_tokens`, masking logits on `device`; `on_text` receives the output
+/// bytes as they are decided.
+// Each argument plays its own part (model, device, tokenizer, vocabulary,
+// matcher, prompt, options, output); a struct holding them would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn generate(
     model: &mut dyn LanguageModel,
+    device: &dyn MaskDevice,
     encoder: &dyn Encoder,
     vocab: &Vocabulary,
     matcher: &mut Box<dyn GrammarObject>,
@@ -141,7 +146,7 @@ pub fn generate(
 
         let t = Instant::now();
         matcher.fill_bitmask(&mut row);
-        CpuDevice
+        device
             .apply_token_bitmask_inplace(
                 LogitsMut::F32(&mut logits),
                 vocab.vocab_size(),
@@ -397,6 +402,7 @@ mod tests {
         let mut streamed = Vec::new();
         let out = generate(
             &mut model,
+            &tokensieve::CpuDevice,
             encoder,
             vocab,
             &mut matcher,
@@ -525,6 +531,7 @@ mod tests {
             let prompt = [vocab.stop_tokens()[0]];
             let out = generate(
                 &mut model,
+                &tokensieve::CpuDevice,
                 &Greedy(&vocab),
                 &vocab,
                 &mut matcher,
