@@ -1,11 +1,14 @@
 //! The `tokensieve` command.
 //!
-//! Exit codes: 0 success (for `mask`: accepted), 1 rejected (`mask`), 2 bad
+//! Exit codes: 0 success (for `mask`: accepted; `generate`: valid output), 1
+//! rejected (`mask`) or invalid/incomplete output (`generate`), 2 bad
 //! input (one line on stderr: missing file, malformed tokenizer/spec, unknown
 //! backend, a spec kind the backend does not support).
 
 mod bench;
 mod common;
+#[cfg(feature = "generate")]
+mod generate;
 mod mask;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +41,9 @@ enum Command {
     },
     /// Walk a text through a constraint, token by token.
     Mask(mask::MaskArgs),
+    #[cfg(feature = "generate")]
+    /// Generate with a real model (a quantized GGUF, on the CPU) under a constraint.
+    Generate(generate::GenerateArgs),
     /// Benchmarks and conformance runs (MaskBench, JSON-Schema-Test-Suite).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -52,6 +58,8 @@ fn main() -> ExitCode {
             vocab_size,
         } => vocab(&tokenizer, vocab_size),
         Command::Mask(args) => mask::run(&args),
+        #[cfg(feature = "generate")]
+        Command::Generate(args) => generate::run(&args),
         Command::Bench(cmd) => bench::run(cmd),
     };
     match result {

@@ -4,24 +4,10 @@
 //! stop tokens, and encodes text for tests and the CLI.
 
 use crate::error::{GrammarError, Location};
-use crate::vocab::{VocabType, Vocabulary};
+use crate::vocab::{VocabType, Vocabulary, byte_level_decoder, token_bytes};
 use std::path::Path;
 
-/// Stop tokens recognised by name: each one that is an added token of the
-/// tokenizer (special or not) is a stop token. The model's own eos, when a
-/// `tokenizer_config.json` / `generation_config.json` lies beside the file,
-/// is added by [`HfTokenizer::from_file`].
-pub const KNOWN_STOP_TOKENS: &[&str] = &[
-    "</s>",
-    "<|endoftext|>",
-    "<|end_of_text|>",
-    "<|eot_id|>",
-    "<|eom_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<eos>",
-    "<end_of_turn>",
-];
+pub use crate::vocab::KNOWN_STOP_TOKENS;
 
 /// A loaded `tokenizer.json`: the encoder plus the [`Vocabulary`] derived from it.
 pub struct HfTokenizer {
@@ -467,88 +453,243 @@ fn detect_type(head: &Head) -> VocabType {
     }
 }
 
-/// GPT-2's printable-unicode -> byte table, indexed by code point (all of
-/// its characters are below U+0144).
-type ByteDecoder = [Option<u8>; 0x144];
+/// Pre-tokenizer split patterns of the byte-level BPE families, by the name
+/// llama.cpp stores in `tokenizer.ggml.pre` (the same regexes their
+/// `tokenizer.json` files carry).
+const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// The exact bytes of a base-vocabulary token string.
-fn token_bytes(s: &str, ty: VocabType, byte_decoder: &ByteDecoder) -> Vec<u8> {
-    match ty {
-        VocabType::ByteLevel => {
-            // As the `tokenizers` ByteLevel decoder does: a string with a
-            // character outside the table stands for its own UTF-8 bytes.
-            let decoded: Option<Vec<u8>> = s
-                .chars()
-                .map(|c| byte_decoder.get(c as usize).copied().flatten())
-                .collect();
-            decoded.unwrap_or_else(|| s.as_bytes().to_vec())
+/// The `tokenizer.json` pre-tokenizer for a GGUF `tokenizer.ggml.pre` name:
+/// `None` for names this loader does not know.
+fn gguf_pre_tokenizer(pre: Option<&str>) -> Option<serde_json::Value> {
+    use serde_json::json;
+    let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
+    let split = |pattern: &str| {
+        json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
+            byte_level(false),
+        ]})
+    };
+    Some(match pre {
+        None | Some("default" | "gpt2") => byte_level(true),
+        // SmolLM / StarCoder: every digit alone, then GPT-2's split.
+        Some("smollm" | "starcoder") => json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": true},
+            byte_level(true),
+        ]}),
+        Some("llama-bpe" | "llama3") => split(LLAMA3_SPLIT),
+        Some("qwen2") => split(QWEN2_SPLIT),
+        Some(_) => return None,
+    })
+}
+
+impl HfTokenizer {
+    /// The tokenizer a GGUF file describes, for byte-level BPE vocabularies
+    /// (`tokenizer.ggml.model = gpt2` with merges): its vocabulary is the one
+    /// [`crate::gguf::GgufTokenizer::to_vocabulary`] gives, and it encodes
+    /// text as the model's own tokenizer does when `tokenizer.ggml.pre` names
+    /// a known pre-tokenizer (`gpt2`, `smollm`, `llama-bpe`, `qwen2`). Other
+    /// names are an error, as are SentencePiece (`llama`) vocabularies: pass
+    /// their `tokenizer.json` instead.
+    pub fn from_gguf(
+        gguf: &crate::gguf::GgufTokenizer,
+        origin: &str,
+    ) -> Result<Self, GrammarError> {
+        use serde_json::{Map, Value, json};
+        let err = |message: String| GrammarError::Vocabulary {
+            location: Location::File(origin.to_string()),
+            message,
+        };
+        if gguf.model != "gpt2" {
+            return Err(err(format!(
+                "encoding with the GGUF's own `{}` tokenizer is not supported (only byte-level \
+                 BPE, `gpt2`): pass the model's tokenizer.json",
+                gguf.model
+            )));
         }
-        VocabType::ByteFallback | VocabType::Metaspace => {
-            if ty == VocabType::ByteFallback {
-                if let Some(b) = parse_byte_token(s) {
-                    return vec![b];
-                }
+        if gguf.merges.is_empty() {
+            return Err(err(
+                "the GGUF's BPE tokenizer has no `tokenizer.ggml.merges`".into(),
+            ));
+        }
+        let pre = gguf_pre_tokenizer(gguf.pre.as_deref()).ok_or_else(|| {
+            err(format!(
+                "pre-tokenizer `{}` (tokenizer.ggml.pre) is not known here (known: gpt2, \
+                 smollm, llama-bpe, qwen2): pass the model's tokenizer.json",
+                gguf.pre.as_deref().unwrap_or("")
+            ))
+        })?;
+        let mut vocab = Map::with_capacity(gguf.tokens.len());
+        let mut added = Vec::new();
+        for (id, t) in gguf.tokens.iter().enumerate() {
+            let kind = gguf.token_types.get(id).copied().unwrap_or(1);
+            let special = gguf.is_special(id as u32);
+            if special || kind == crate::gguf::token_type::USER_DEFINED {
+                added.push(json!({
+                    "id": id, "content": t, "single_word": false, "lstrip": false,
+                    "rstrip": false, "normalized": false, "special": special,
+                }));
             }
-            s.replace('\u{2581}', " ").into_bytes()
+            vocab.insert(t.clone(), Value::from(id));
         }
-        VocabType::Raw => s.as_bytes().to_vec(),
-    }
-}
-
-/// `<0x0A>` -> 0x0A (exactly two hex digits, as SentencePiece writes them).
-fn parse_byte_token(s: &str) -> Option<u8> {
-    let hex = s.strip_prefix("<0x")?.strip_suffix('>')?;
-    if hex.len() != 2 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u8::from_str_radix(hex, 16).ok()
-}
-
-/// GPT-2's `bytes_to_unicode`, inverted: printable bytes stand for
-/// themselves, the other 68 bytes are U+0100.. in byte order.
-fn byte_level_decoder() -> ByteDecoder {
-    let printable = |b: u32| (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
-    let mut table = [None; 0x144];
-    let mut next = 0x100;
-    for b in 0..=255u8 {
-        if printable(b as u32) {
-            table[b as usize] = Some(b);
-        } else {
-            table[next] = Some(b);
-            next += 1;
+        let file = json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": added,
+            "normalizer": null,
+            "pre_tokenizer": pre,
+            "post_processor": null,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+            "model": {
+                "type": "BPE", "dropout": null, "unk_token": null,
+                "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                "vocab": vocab, "merges": gguf.merges,
+            },
+        });
+        let tok = Self::from_json_str(&file.to_string(), origin)?;
+        // The GGUF's own ids decide the stop tokens and the model's width.
+        let tok = tok.with_stop_tokens(&gguf.stop_token_ids())?;
+        match gguf.vocab_size {
+            Some(v) if v as usize > tok.vocab.tokenizer_size() => tok.with_vocab_size(v as usize),
+            _ => Ok(tok),
         }
     }
-    table
 }
 
 #[cfg(test)]
-mod tests {
+mod gguf_tests {
     use super::*;
+    use crate::gguf::GgufTokenizer;
+    use crate::gguf::write::{Value, gguf};
 
-    #[test]
-    fn byte_level_table_matches_gpt2() {
-        let t = byte_level_decoder();
-        assert_eq!(t.iter().flatten().count(), 256);
-        // 'Ġ' (U+0120) is the space, 'Ċ' (U+010A) the newline, 'č' (U+010D) CR.
-        assert_eq!(t['\u{120}' as usize], Some(b' '));
-        assert_eq!(t['\u{10A}' as usize], Some(b'\n'));
-        assert_eq!(t['\u{10D}' as usize], Some(b'\r'));
-        assert_eq!(t['!' as usize], Some(b'!'));
-        assert_eq!(t[0xAD], None);
-        assert_eq!(t['\u{143}' as usize], Some(0xAD));
-        let mut seen = [false; 256];
-        for b in t.iter().flatten() {
-            assert!(!seen[*b as usize], "byte {b} twice");
-            seen[*b as usize] = true;
+    const TEXTS: &[&str] = &[
+        "{\"name\": \"Ada Lovelace\", \"age\": 36, \"tags\": [\"math\", \"poetry\"]}",
+        "Hello world! It's 2026-11-23, they'll see 12345 items\n\n  indented\tand é😀 ünïcödé",
+        "  {\n    \"x\": -1.5e10,\n    \"y\": null\n  }\n",
+    ];
+
+    /// A GGUF built from a real `tokenizer.json` (as llama.cpp's converter
+    /// writes it) must encode exactly as that tokenizer does.
+    fn same_as_tokenizer_json(name: &str, pre: &str) {
+        let path = format!(
+            "{}/../../../shared/data/tokenizers/{name}/tokenizer.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        if !Path::new(&path).exists() {
+            eprintln!("skipped: {path} not present");
+            return;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let reference = HfTokenizer::from_json_str(&text, &path).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let size = reference.vocabulary().tokenizer_size();
+        let mut tokens = vec![String::new(); size];
+        let mut types = vec![1i32; size];
+        for (s, id) in json["model"]["vocab"].as_object().unwrap() {
+            tokens[id.as_u64().unwrap() as usize] = s.clone();
+        }
+        for t in json["added_tokens"].as_array().unwrap() {
+            let id = t["id"].as_u64().unwrap() as usize;
+            tokens[id] = t["content"].as_str().unwrap().to_string();
+            types[id] = if t["special"].as_bool().unwrap() {
+                3
+            } else {
+                4
+            };
+        }
+        let merges: Vec<String> = json["model"]["merges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| match m {
+                serde_json::Value::String(s) => s.clone(),
+                pair => format!(
+                    "{} {}",
+                    pair[0].as_str().unwrap(),
+                    pair[1].as_str().unwrap()
+                ),
+            })
+            .collect();
+        let bytes = gguf(&[
+            ("tokenizer.ggml.model", Value::Str("gpt2")),
+            ("tokenizer.ggml.pre", Value::Str(pre)),
+            (
+                "tokenizer.ggml.tokens",
+                Value::Strs(tokens.iter().map(|s| s.as_str()).collect()),
+            ),
+            ("tokenizer.ggml.token_type", Value::I32s(types)),
+            (
+                "tokenizer.ggml.merges",
+                Value::Strs(merges.iter().map(|s| s.as_str()).collect()),
+            ),
+        ]);
+        let g = GgufTokenizer::from_reader(&bytes[..], bytes.len() as u64, "built.gguf").unwrap();
+        let from_gguf = HfTokenizer::from_gguf(&g, "built.gguf").unwrap();
+        let v = g.to_vocabulary().unwrap();
+        for id in 0..size as u32 {
+            assert_eq!(
+                v.token_bytes(id),
+                reference.vocabulary().token_bytes(id),
+                "{name} token {id}"
+            );
+            assert_eq!(
+                v.is_special(id),
+                reference.vocabulary().is_special(id),
+                "{name} token {id}"
+            );
+        }
+        for t in TEXTS {
+            assert_eq!(
+                from_gguf.encode(t).unwrap(),
+                reference.encode(t).unwrap(),
+                "{name}: {t:?}"
+            );
         }
     }
 
     #[test]
-    fn byte_tokens_parse_strictly() {
-        assert_eq!(parse_byte_token("<0x0A>"), Some(b'\n'));
-        assert_eq!(parse_byte_token("<0xff>"), Some(0xFF));
-        assert_eq!(parse_byte_token("<0x+A>"), None);
-        assert_eq!(parse_byte_token("<0x0A0>"), None);
-        assert_eq!(parse_byte_token("0x0A"), None);
+    fn gguf_tokenizers_encode_like_their_tokenizer_json() {
+        same_as_tokenizer_json("gpt2", "gpt2");
+        same_as_tokenizer_json("llama3", "llama-bpe");
+        same_as_tokenizer_json("qwen2.5", "qwen2");
+    }
+
+    #[test]
+    fn unknown_pre_tokenizers_and_sentencepiece_are_refused() {
+        let file = |model: &str, pre: &str| {
+            let b = gguf(&[
+                ("tokenizer.ggml.model", Value::Str(model)),
+                ("tokenizer.ggml.pre", Value::Str(pre)),
+                ("tokenizer.ggml.tokens", Value::Strs(vec!["a", "b", "ab"])),
+                ("tokenizer.ggml.merges", Value::Strs(vec!["a b"])),
+            ]);
+            GgufTokenizer::from_reader(&b[..], b.len() as u64, "t.gguf").unwrap()
+        };
+        let ok = HfTokenizer::from_gguf(&file("gpt2", "gpt2"), "t.gguf").unwrap();
+        assert_eq!(ok.encode("abab").unwrap(), [2, 2]);
+        let e = HfTokenizer::from_gguf(&file("gpt2", "deepseek-coder"), "t.gguf").unwrap_err();
+        assert!(e.to_string().contains("`deepseek-coder`"), "{e}");
+        let e = HfTokenizer::from_gguf(&file("llama", "default"), "t.gguf").unwrap_err();
+        assert!(e.to_string().contains("tokenizer.json"), "{e}");
+    }
+
+    #[test]
+    fn smollm2_gguf_encodes_digits_one_by_one() {
+        let Some(path) = crate::gguf::tests::smollm2_path() else {
+            eprintln!("skipped: no SmolLM2 GGUF (run scripts/fetch-model.sh)");
+            return;
+        };
+        let g = GgufTokenizer::from_file(&path).unwrap();
+        let tok = HfTokenizer::from_gguf(&g, "smollm2").unwrap();
+        assert_eq!(tok.vocabulary().stop_tokens(), [0, 2]);
+        let ids = tok.encode("{\"age\": 1234}").unwrap();
+        let pieces: Vec<&str> = ids.iter().map(|&i| g.tokens[i as usize].as_str()).collect();
+        assert_eq!(pieces, ["{\"", "age", "\":", "Ġ", "1", "2", "3", "4", "}"]);
+        for t in TEXTS {
+            let ids = tok.encode(t).unwrap();
+            assert_eq!(tok.vocabulary().decode(&ids), t.as_bytes());
+        }
     }
 }

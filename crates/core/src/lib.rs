@@ -10,7 +10,8 @@
 //! - [`registry`]: backends by name (link-time `inventory` registrations and
 //!   run-time [`register_backend`]).
 //! - [`vocab`]: the token id -> bytes table ([`Vocabulary`]); [`hf`] loads it
-//!   from a Hugging Face `tokenizer.json` (feature `hf`, on by default).
+//!   from a Hugging Face `tokenizer.json` (feature `hf`, on by default);
+//!   [`gguf`] reads it from the metadata of a GGUF model file.
 //! - [`bitmask`]: [`TokenBitmask`] in the XGrammar/vLLM layout.
 //! - [`device`]: [`MaskDevice`] and the reference [`CpuDevice`].
 //! - [`cache`]: [`GrammarCache`], compiling on a worker pool.
@@ -26,6 +27,7 @@ pub mod bitmask;
 pub mod cache;
 pub mod device;
 pub mod error;
+pub mod gguf;
 pub mod grammar;
 #[cfg(feature = "hf")]
 pub mod hf;

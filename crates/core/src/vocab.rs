@@ -339,6 +339,77 @@ fn decode_base64(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Stop tokens recognised by name: each one that is an added token of the
+/// tokenizer (special or not) is a stop token. The model's own eos, when a
+/// `tokenizer_config.json` / `generation_config.json` lies beside the file,
+/// is added by `HfTokenizer::from_file` (and the GGUF reader adds
+/// the file's `eos_token_id`).
+pub const KNOWN_STOP_TOKENS: &[&str] = &[
+    "</s>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<eos>",
+    "<end_of_turn>",
+];
+
+/// GPT-2's printable-unicode -> byte table, indexed by code point (all of
+/// its characters are below U+0144).
+pub(crate) type ByteDecoder = [Option<u8>; 0x144];
+
+/// The exact bytes of a base-vocabulary token string.
+pub(crate) fn token_bytes(s: &str, ty: VocabType, byte_decoder: &ByteDecoder) -> Vec<u8> {
+    match ty {
+        VocabType::ByteLevel => {
+            // As the `tokenizers` ByteLevel decoder does: a string with a
+            // character outside the table stands for its own UTF-8 bytes.
+            let decoded: Option<Vec<u8>> = s
+                .chars()
+                .map(|c| byte_decoder.get(c as usize).copied().flatten())
+                .collect();
+            decoded.unwrap_or_else(|| s.as_bytes().to_vec())
+        }
+        VocabType::ByteFallback | VocabType::Metaspace => {
+            if ty == VocabType::ByteFallback {
+                if let Some(b) = parse_byte_token(s) {
+                    return vec![b];
+                }
+            }
+            s.replace('\u{2581}', " ").into_bytes()
+        }
+        VocabType::Raw => s.as_bytes().to_vec(),
+    }
+}
+
+/// `<0x0A>` -> 0x0A (exactly two hex digits, as SentencePiece writes them).
+pub(crate) fn parse_byte_token(s: &str) -> Option<u8> {
+    let hex = s.strip_prefix("<0x")?.strip_suffix('>')?;
+    if hex.len() != 2 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok()
+}
+
+/// GPT-2's `bytes_to_unicode`, inverted: printable bytes stand for
+/// themselves, the other 68 bytes are U+0100.. in byte order.
+pub(crate) fn byte_level_decoder() -> ByteDecoder {
+    let printable = |b: u32| (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+    let mut table = [None; 0x144];
+    let mut next = 0x100;
+    for b in 0..=255u8 {
+        if printable(b as u32) {
+            table[b as usize] = Some(b);
+        } else {
+            table[next] = Some(b);
+            next += 1;
+        }
+    }
+    table
+}
+
 /// Small built-in vocabularies, so tests run with no files at all.
 pub mod fixtures {
     use super::*;
@@ -445,5 +516,32 @@ mod tests {
         let v = fixtures::json_tiny();
         assert!(v.clone().with_vocab_size(3).is_err());
         assert!(v.with_stop_tokens(&[100_000]).is_err());
+    }
+
+    #[test]
+    fn byte_level_table_matches_gpt2() {
+        let t = byte_level_decoder();
+        assert_eq!(t.iter().flatten().count(), 256);
+        // 'Ġ' (U+0120) is the space, 'Ċ' (U+010A) the newline, 'č' (U+010D) CR.
+        assert_eq!(t['\u{120}' as usize], Some(b' '));
+        assert_eq!(t['\u{10A}' as usize], Some(b'\n'));
+        assert_eq!(t['\u{10D}' as usize], Some(b'\r'));
+        assert_eq!(t['!' as usize], Some(b'!'));
+        assert_eq!(t[0xAD], None);
+        assert_eq!(t['\u{143}' as usize], Some(0xAD));
+        let mut seen = [false; 256];
+        for b in t.iter().flatten() {
+            assert!(!seen[*b as usize], "byte {b} twice");
+            seen[*b as usize] = true;
+        }
+    }
+
+    #[test]
+    fn byte_tokens_parse_strictly() {
+        assert_eq!(parse_byte_token("<0x0A>"), Some(b'\n'));
+        assert_eq!(parse_byte_token("<0xff>"), Some(0xFF));
+        assert_eq!(parse_byte_token("<0x+A>"), None);
+        assert_eq!(parse_byte_token("<0x0A0>"), None);
+        assert_eq!(parse_byte_token("0x0A"), None);
     }
 }

@@ -1,11 +1,14 @@
 //! `tokensieve bench`: MaskBench runs (direct and pack mode, the contract in
 //! `../shared/bench/CONTRACT.md`), their report, and the
-//! JSON-Schema-Test-Suite as mask walks.
+//! JSON-Schema-Test-Suite as mask walks; `e2e`, a real model with
+//! constraints and jump-forward on and off.
 //!
 //! Every run here walks tokens with [`tokensieve::bench_protocol`], the one
 //! implementation of the contract's protocol that the conformance test
 //! `tests/maskbench_sample.rs` uses too.
 
+#[cfg(feature = "generate")]
+mod e2e;
 mod inputs;
 mod jsts;
 mod maskbench;
@@ -27,6 +30,9 @@ pub enum BenchCommand {
     Report(report::ReportArgs),
     /// Run the JSON-Schema-Test-Suite as mask walks and print pass rates.
     Jsts(jsts::JstsArgs),
+    /// A real model end to end: constraints off / on, jump-forward off / on.
+    #[cfg(feature = "generate")]
+    E2e(e2e::E2eArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<u8> {
@@ -35,5 +41,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<u8> {
         BenchCommand::Packs(args) => packs::run(&args),
         BenchCommand::Report(args) => report::run(&args),
         BenchCommand::Jsts(args) => jsts::run(&args),
+        #[cfg(feature = "generate")]
+        BenchCommand::E2e(args) => e2e::run(&args),
     }
 }

@@ -1,0 +1,219 @@
+//! `tokensieve bench e2e`: what constraints cost a real model per output
+//! token, and what jump-forward gives back. One model, fixed prompts (MaskBench
+//! schemas turned into requests), greedy decoding; only the mode changes:
+//! unconstrained (the `none` backend), constrained, constrained + jump-forward.
+
+use super::inputs::collect_json_files;
+use crate::common::{self, BadInput};
+use crate::generate::decoder::{self, DecodeOptions, Encoder, Sampling};
+use crate::generate::{self as generate_cmd, model::CandleModel};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokensieve::gguf::GgufTokenizer;
+use tokensieve::hf::HfTokenizer;
+use tokensieve::maskbench::MaskBenchFile;
+use tokensieve::{Constraint, ConstraintSpec, SpecOptions, Whitespace};
+
+#[derive(Args)]
+pub struct E2eArgs {
+    /// The constrained backend to measure.
+    #[arg(long, default_value = "regex-fsm")]
+    pub backend: String,
+    /// A GGUF model (default: the one scripts/fetch-model.sh fetches).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Schemas to use: the first N (by file name) that the backend compiles
+    /// and whose schema text is at most --max-schema-bytes.
+    #[arg(long, default_value_t = 8)]
+    pub limit: usize,
+    #[arg(long, default_value_t = 600)]
+    pub max_schema_bytes: usize,
+    /// Output tokens per request at most.
+    #[arg(long, default_value_t = 96)]
+    pub max_tokens: usize,
+    /// MaskBench files or directories.
+    #[arg(required = true)]
+    pub inputs: Vec<String>,
+}
+
+struct HfEncoder<'a>(&'a HfTokenizer);
+impl Encoder for HfEncoder<'_> {
+    fn encode(&self, text: &[u8]) -> Option<Vec<u32>> {
+        self.0.encode(std::str::from_utf8(text).ok()?).ok()
+    }
+}
+
+#[derive(Default)]
+struct Totals {
+    requests: usize,
+    tokens: usize,
+    forced: usize,
+    valid: usize,
+    ttft: Duration,
+    decode: Duration,
+    mask: Duration,
+    compile: Duration,
+    /// Forward passes after the prompt's, and their time.
+    passes: usize,
+    model: Duration,
+}
+
+const MODES: [(&str, bool, bool); 3] = [
+    ("unconstrained", false, false),
+    ("constrained", true, false),
+    ("constrained + jump-forward", true, true),
+];
+
+pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
+    let model_path = args
+        .model
+        .clone()
+        .unwrap_or_else(|| generate_cmd::model_dir().join(generate_cmd::DEFAULT_MODEL));
+    if !model_path.exists() {
+        return Err(BadInput(format!(
+            "no model at {}: run scripts/fetch-model.sh (or pass --model PATH.gguf)",
+            model_path.display()
+        ))
+        .into());
+    }
+    let shown = model_path.display().to_string();
+    let gguf = GgufTokenizer::from_file(&model_path)?;
+    let tok = HfTokenizer::from_gguf(&gguf, &shown)?;
+    let mut model = CandleModel::load(&model_path)?;
+    let tok = if model.vocab_rows > tok.vocabulary().tokenizer_size() {
+        tok.with_vocab_size(model.vocab_rows)?
+    } else {
+        tok
+    };
+    let vocab = Arc::new(tok.vocabulary().clone());
+    let config = common::backend_config(&[])?;
+    let backend = tokensieve::create_backend(&args.backend, &config, vocab.clone())?;
+    let none = tokensieve::create_backend("none", &config, vocab.clone())?;
+    let options = SpecOptions {
+        whitespace: Whitespace::Compact,
+        ..Default::default()
+    };
+
+    // Pick the schemas: the first that fit and compile.
+    let mut picked = Vec::new();
+    for path in collect_json_files(&args.inputs)? {
+        if picked.len() >= args.limit {
+            break;
+        }
+        let file = MaskBenchFile::load(&path).map_err(BadInput)?;
+        let schema = serde_json::to_string(&file.schema)?;
+        if schema.len() > args.max_schema_bytes {
+            continue;
+        }
+        let c =
+            Constraint::with_options(ConstraintSpec::JsonSchema(schema.clone()), options.clone());
+        if backend.compile(&c).is_ok() && jsonschema::validator_for(&file.schema).is_ok() {
+            picked.push((file.id, file.schema, c));
+        }
+    }
+    if picked.is_empty() {
+        return Err(BadInput("no schema fits --max-schema-bytes and compiles".into()).into());
+    }
+    eprintln!(
+        "[e2e] {} schemas, {} modes, greedy, --max-tokens {}",
+        picked.len(),
+        MODES.len(),
+        args.max_tokens
+    );
+
+    let mut totals: Vec<Totals> = MODES.iter().map(|_| Totals::default()).collect();
+    for (id, schema, constraint) in &picked {
+        let text = format!(
+            "Reply with only a JSON object that matches this JSON Schema, no prose:\n{}",
+            serde_json::to_string(schema)?
+        );
+        let prompt = generate_cmd::chat_prompt(&tok, &gguf, &text)?
+            .ok_or_else(|| BadInput(format!("{shown}: no ChatML template")))?;
+        let validator = jsonschema::validator_for(schema)?;
+        for (m, &(mode, constrained, jump)) in MODES.iter().enumerate() {
+            let t = Instant::now();
+            let grammar = if constrained {
+                backend.compile(constraint)?
+            } else {
+                none.compile(&Constraint::new(ConstraintSpec::JsonObject))?
+            };
+            let compile = t.elapsed();
+            let mut matcher = grammar.matcher();
+            let opts = DecodeOptions {
+                max_tokens: args.max_tokens,
+                jump_forward: jump,
+                sampling: Sampling {
+                    temperature: 0.0,
+                    top_p: 1.0,
+                    seed: 0,
+                },
+            };
+            let out = decoder::generate(
+                &mut model,
+                &tokensieve::CpuDevice,
+                &HfEncoder(&tok),
+                &vocab,
+                &mut matcher,
+                &prompt,
+                &opts,
+                &mut |_| {},
+            )?;
+            let valid = serde_json::from_slice::<serde_json::Value>(&out.text)
+                .is_ok_and(|v| validator.is_valid(&v));
+            let tot = &mut totals[m];
+            tot.requests += 1;
+            tot.tokens += out.tokens.len();
+            tot.forced += out.forced;
+            tot.valid += valid as usize;
+            tot.ttft += compile + out.prompt_time;
+            tot.decode += out.total_time - out.prompt_time;
+            tot.mask += out.mask_time;
+            tot.compile += compile;
+            tot.passes += out.forward_passes.saturating_sub(1);
+            tot.model += out.model_time;
+            eprintln!(
+                "[e2e] {id} {mode}: {} tokens ({} forced), {:.1} tokens/s, {}",
+                out.tokens.len(),
+                out.forced,
+                out.tokens.len() as f64
+                    / (out.total_time - out.prompt_time).as_secs_f64().max(1e-9),
+                if valid { "valid" } else { "INVALID" }
+            );
+        }
+    }
+
+    println!(
+        "| mode | requests | output tokens | forced share | TTFT mean ms | time per output token ms | output tokens/s | forward ms/step | mask µs/step | valid |"
+    );
+    println!("|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for (t, (mode, _, _)) in totals.iter().zip(MODES) {
+        let tokens = t.tokens.max(1) as f64;
+        println!(
+            "| {mode} | {} | {} | {:.1}% | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {}/{} |",
+            t.requests,
+            t.tokens,
+            100.0 * t.forced as f64 / tokens,
+            t.ttft.as_secs_f64() * 1e3 / t.requests.max(1) as f64,
+            t.decode.as_secs_f64() * 1e3 / tokens,
+            tokens / t.decode.as_secs_f64().max(1e-9),
+            t.model.as_secs_f64() * 1e3 / t.passes.max(1) as f64,
+            t.mask.as_secs_f64() * 1e6 / (t.passes + t.requests).max(1) as f64,
+            t.valid,
+            t.requests
+        );
+    }
+    if let Some(peak) = peak_rss_mib() {
+        println!("\npeak resident memory of the process: {peak:.0} MiB");
+    }
+    Ok(0)
+}
+
+/// The process's peak resident set (Linux `VmHWM`).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
