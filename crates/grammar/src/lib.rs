@@ -53,6 +53,7 @@ pub mod compose;
 pub mod dfa;
 pub mod gbnf;
 pub mod grammar;
+pub mod json_schema;
 mod minimize;
 mod recognizer;
 pub mod regular;

@@ -95,14 +95,13 @@
 mod backend;
 mod config;
 mod index;
-pub mod json_schema;
 mod matcher;
 
 pub use backend::{BuildStats, RegexFsmBackend, RegexGrammar, SUPPORTED_KINDS};
 pub use config::RegexFsmConfig;
 pub use index::{IndexStats, TokenIndex};
 pub use matcher::RegexMatcher;
-pub use tokensieve_grammar::{ByteDfa, TokenTrie};
+pub use tokensieve_grammar::{ByteDfa, TokenTrie, json_schema};
 
 use std::sync::Arc;
 use tokensieve_core::BackendRegistration;
