@@ -132,6 +132,27 @@ pub fn splice(
     pieces: &[(char, &Grammar)],
     limits: &GbnfLimits,
 ) -> Result<Grammar, GrammarError> {
+    splice_where(skeleton, pieces, false, limits)
+}
+
+/// [`splice`], with placeholders replaced in the pieces' rules too, so that
+/// pieces may refer to one another and to themselves: a recursive grammar
+/// written as regexes, one per rule, with placeholder characters for rule
+/// references (the context-free JSON Schema lowering's result).
+pub fn link(
+    root: &Grammar,
+    pieces: &[(char, &Grammar)],
+    limits: &GbnfLimits,
+) -> Result<Grammar, GrammarError> {
+    splice_where(root, pieces, true, limits)
+}
+
+fn splice_where(
+    skeleton: &Grammar,
+    pieces: &[(char, &Grammar)],
+    everywhere: bool,
+    limits: &GbnfLimits,
+) -> Result<Grammar, GrammarError> {
     let mut target: HashMap<char, RuleId> = HashMap::new();
     let mut offset = skeleton.rules.len();
     for (i, &(c, piece)) in pieces.iter().enumerate() {
@@ -144,56 +165,8 @@ pub fn splice(
         }
         offset += piece.rules.len();
     }
-    let total = offset;
-    let mut rules: Vec<Rule> = Vec::with_capacity(total);
+    let mut rules: Vec<Rule> = skeleton.rules.clone();
     let mut taken: HashSet<String> = skeleton.rules.iter().map(|r| r.name.clone()).collect();
-    let mut class_helpers: HashMap<CharClass, RuleId> = HashMap::new();
-    let mut extra: Vec<Rule> = Vec::new();
-    for rule in &skeleton.rules {
-        let mut alternatives = Vec::with_capacity(rule.alternatives.len());
-        for alt in &rule.alternatives {
-            let mut out = Vec::with_capacity(alt.len());
-            for symbol in alt {
-                match symbol {
-                    Symbol::Literal(bytes) => split_literal(bytes, &target, &mut out),
-                    Symbol::Class(class) => match class_targets(class, &target) {
-                        None => out.push(symbol.clone()),
-                        Some(roots) if roots.len() == 1 => {
-                            out.push(Symbol::NonTerminal(roots[0]));
-                        }
-                        Some(roots) => {
-                            let id = *class_helpers.entry(class.clone()).or_insert_with(|| {
-                                let id = RuleId((total + extra.len()) as u32);
-                                let parent = user_rule(skeleton, rule);
-                                let name = (extra.len() + 1..)
-                                    .map(|k| format!("{}_splice{k}", rule.name))
-                                    .find(|n| !taken.contains(n))
-                                    .expect("some name is free");
-                                taken.insert(name.clone());
-                                extra.push(Rule {
-                                    name,
-                                    alternatives: roots
-                                        .iter()
-                                        .map(|&r| vec![Symbol::NonTerminal(r)])
-                                        .collect(),
-                                    origin: RuleOrigin::Helper { parent },
-                                });
-                                id
-                            });
-                            out.push(Symbol::NonTerminal(id));
-                        }
-                    },
-                    Symbol::NonTerminal(_) => out.push(symbol.clone()),
-                }
-            }
-            alternatives.push(out);
-        }
-        rules.push(Rule {
-            name: rule.name.clone(),
-            alternatives,
-            origin: rule.origin,
-        });
-    }
     let mut names = skeleton.names.clone();
     for (i, &(_, piece)) in pieces.iter().enumerate() {
         let base = rules.len();
@@ -241,6 +214,55 @@ pub fn splice(
         for (name, &id) in &piece.names {
             names.insert(format!("{prefix}{name}"), shift(id));
         }
+    }
+    let total = rules.len();
+    let end = if everywhere {
+        total
+    } else {
+        skeleton.rules.len()
+    };
+    let mut class_helpers: HashMap<CharClass, RuleId> = HashMap::new();
+    let mut extra: Vec<Rule> = Vec::new();
+    for rule in rules.iter_mut().take(end) {
+        let mut alternatives = Vec::with_capacity(rule.alternatives.len());
+        for alt in &rule.alternatives {
+            let mut out = Vec::with_capacity(alt.len());
+            for symbol in alt {
+                match symbol {
+                    Symbol::Literal(bytes) => split_literal(bytes, &target, &mut out),
+                    Symbol::Class(class) => match class_targets(class, &target) {
+                        None => out.push(symbol.clone()),
+                        Some(roots) if roots.len() == 1 => {
+                            out.push(Symbol::NonTerminal(roots[0]));
+                        }
+                        Some(roots) => {
+                            let id = *class_helpers.entry(class.clone()).or_insert_with(|| {
+                                let id = RuleId((total + extra.len()) as u32);
+                                let parent = user_rule(&names, skeleton.root, rule);
+                                let name = (extra.len() + 1..)
+                                    .map(|k| format!("{}_splice{k}", rule.name))
+                                    .find(|n| !taken.contains(n))
+                                    .expect("some name is free");
+                                taken.insert(name.clone());
+                                extra.push(Rule {
+                                    name,
+                                    alternatives: roots
+                                        .iter()
+                                        .map(|&r| vec![Symbol::NonTerminal(r)])
+                                        .collect(),
+                                    origin: RuleOrigin::Helper { parent },
+                                });
+                                id
+                            });
+                            out.push(Symbol::NonTerminal(id));
+                        }
+                    },
+                    Symbol::NonTerminal(_) => out.push(symbol.clone()),
+                }
+            }
+            alternatives.push(out);
+        }
+        rule.alternatives = alternatives;
     }
     rules.extend(extra);
     finish(rules, skeleton.root, names, limits)
@@ -371,14 +393,10 @@ fn finish(
 }
 
 /// The user rule a skeleton rule belongs to (itself, or a helper's parent).
-fn user_rule(grammar: &Grammar, rule: &Rule) -> RuleId {
+fn user_rule(names: &HashMap<String, RuleId>, root: RuleId, rule: &Rule) -> RuleId {
     match rule.origin {
         RuleOrigin::Helper { parent } => parent,
-        RuleOrigin::Defined { .. } => grammar
-            .names
-            .get(&rule.name)
-            .copied()
-            .unwrap_or(grammar.root),
+        RuleOrigin::Defined { .. } => names.get(&rule.name).copied().unwrap_or(root),
     }
 }
 

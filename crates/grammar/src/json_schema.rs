@@ -1,8 +1,14 @@
-//! JSON Schema -> regular expression lowering.
+//! JSON Schema lowering, one for both backends.
 //!
 //! [`schema_to_regex`] turns a JSON Schema into a regex (`regex-syntax`
 //! syntax, matched against the whole output) whose language is the JSON
-//! texts valid under the schema, or a **subset** of them, never a superset.
+//! texts valid under the schema, or a **subset** of them, never a superset:
+//! what regex-fsm serves. [`schema_to_grammar`] is the same lowering in its
+//! context-free mode, for earley: where the regex would need a depth bound
+//! (recursive `$ref`s, values of any depth, extra members with any value)
+//! it writes a reference to a rule instead, and the result is a set of
+//! regexes linked into one [`Grammar`]. Every keyword below means the same
+//! in both.
 //! What would constrain the output and cannot be expressed is an error that
 //! names its JSON pointer (`/properties/foo/pattern: look-ahead is not
 //! supported`); nothing constraining is ever silently dropped.
@@ -40,6 +46,8 @@
 //!   members are generated only when [`SpecOptions::max_depth`] is set (values
 //!   nested at most that deep); otherwise no extra members are generated (a
 //!   subset). With `strict`, an absent `additionalProperties` means none.
+//!   The context-free mode needs no bound: extra members (and `{}`) take any
+//!   value at any depth, unless `max_depth` is set.
 //!   Extra members come after the declared ones, with plain (escape-free) keys.
 //! * **Unconstrained values** (`{}`, a property without a type) are JSON
 //!   values nested at most `max_depth`, or [`DEFAULT_FREE_VALUE_DEPTH`]
@@ -68,6 +76,8 @@ mod numeric;
 mod rx;
 mod structure;
 
+use crate::pieces::{self, PieceGrammar, PieceLimits};
+use crate::{GbnfLimits, Grammar, compose};
 use tokensieve_core::{GrammarError, SpecOptions};
 
 /// How deep values the schema leaves unconstrained may nest when
@@ -93,6 +103,9 @@ pub struct LoweringLimits {
     pub max_enum_values: usize,
     /// Deepest nesting of sub-schemas being lowered. Default 128.
     pub max_schema_depth: u32,
+    /// Most rules of a context-free result ([`schema_to_grammar`]): one per
+    /// recursive sub-schema, plus one for values of any depth. Default 4096.
+    pub max_rules: usize,
 }
 
 impl Default for LoweringLimits {
@@ -104,6 +117,7 @@ impl Default for LoweringLimits {
             max_repeat: 10_000,
             max_enum_values: 10_000,
             max_schema_depth: 128,
+            max_rules: 4096,
         }
     }
 }
@@ -135,6 +149,83 @@ pub fn schema_to_regex_with_limits(
     let schema: serde_json::Value = serde_json::from_str(schema_json)
         .map_err(|e| GrammarError::schema_at("", format!("the schema is not JSON: {e}")))?;
     on_big_stack(|| lower::lower_document(&schema, options, max_whitespace, limits))
+}
+
+pub use lower::SchemaGrammar;
+
+/// The context-free lowering, for a backend that parses recursion: the
+/// same meaning as [`schema_to_regex`], but with no depth bound where the
+/// schema sets none (unless [`SpecOptions::max_depth`] asks for one):
+///
+/// * a `$ref` (alone but for annotations) to a sub-schema it is already
+///   inside becomes a rule, so recursion goes to any depth;
+/// * values the schema leaves unconstrained (`{}`, a property with no
+///   schema) are any JSON value, nested to any depth;
+/// * extra object members are allowed, with any value, unless the schema
+///   (or [`SpecOptions::strict`]) forbids them, as JSON Schema says.
+///
+/// Without any of these the result has no rules and its root is the regex
+/// [`schema_to_regex`] would give without `max_depth`. Recursion with an
+/// indented layout, or a recursive `$ref` next to other keywords, is
+/// [`GrammarError::Unsupported`], naming its pointer.
+pub fn schema_to_grammar(
+    schema_json: &str,
+    options: &SpecOptions,
+    max_whitespace: u32,
+    limits: &LoweringLimits,
+) -> Result<SchemaGrammar, GrammarError> {
+    let schema: serde_json::Value = serde_json::from_str(schema_json)
+        .map_err(|e| GrammarError::schema_at("", format!("the schema is not JSON: {e}")))?;
+    on_big_stack(|| lower::lower_document_cf(&schema, options, max_whitespace, limits))
+}
+
+impl SchemaGrammar {
+    /// The result as a [`PieceGrammar`]: every sub-expression without a
+    /// rule reference stays one regex (see [`crate::pieces`]), so a backend
+    /// gets the schema's regular parts whole.
+    pub fn to_pieces(&self) -> Result<PieceGrammar, GrammarError> {
+        let g = pieces::split(&self.root, &self.rules, &PieceLimits::default())?;
+        if g.productive().iter().any(|&p| !p) {
+            return Err(self.endless());
+        }
+        Ok(g)
+    }
+
+    fn endless(&self) -> GrammarError {
+        GrammarError::schema_at(
+            "",
+            format!(
+                "no finite JSON value satisfies the recursion through {}",
+                self.rule_sources.join(", ")
+            ),
+        )
+    }
+
+    /// The result as a [`Grammar`]: each regex through
+    /// [`compose::from_regex`], linked by [`compose::link`] (placeholder
+    /// `i` becomes a reference to rule `i`'s root).
+    pub fn to_grammar(&self, limits: &GbnfLimits) -> Result<Grammar, GrammarError> {
+        let root = compose::from_regex(&self.root, limits)?;
+        let rules = self
+            .rules
+            .iter()
+            .map(|r| compose::from_regex(r, limits))
+            .collect::<Result<Vec<_>, _>>()?;
+        if rules.is_empty() {
+            return Ok(root);
+        }
+        let pieces: Vec<(char, &Grammar)> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (compose::placeholder(i).expect("few enough rules"), g))
+            .collect();
+        compose::link(&root, &pieces, limits).map_err(|e| match e {
+            // The one way linking fails on regexes that each match something:
+            // a recursion that never ends.
+            GrammarError::InvalidGrammar { .. } => self.endless(),
+            other => other,
+        })
+    }
 }
 
 /// Stack for the recursive lowering. Lowering recurses once per schema level

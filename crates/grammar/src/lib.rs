@@ -55,6 +55,7 @@ pub mod gbnf;
 pub mod grammar;
 pub mod json_schema;
 mod minimize;
+pub mod pieces;
 mod recognizer;
 pub mod regular;
 #[doc(hidden)]

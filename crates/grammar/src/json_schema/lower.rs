@@ -24,6 +24,10 @@ pub(crate) const ALL_TYPES: u8 = 127;
 /// A JSON string, any content (escapes included, no lone surrogates).
 pub(crate) const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))"#;
 
+/// Most rules the context-free result may have: the placeholder characters
+/// of plane 15 ([`crate::compose::placeholder`]).
+const MAX_PLACEHOLDERS: usize = 0xFFFE;
+
 /// Most cases a chain of `not`s may split a schema into.
 const MAX_NOT_VARIANTS: usize = 64;
 
@@ -158,6 +162,36 @@ pub(crate) struct Merged<'a> {
 }
 
 impl<'a> Merged<'a> {
+    /// Whether nothing has been merged in: any value satisfies it.
+    pub(crate) fn is_trivial(&self) -> bool {
+        self.types == ALL_TYPES
+            && self.enum_vals.is_none()
+            && !self.constrained
+            && self.min_len == 0
+            && self.max_len.is_none()
+            && self.patterns.is_empty()
+            && self.formats.is_empty()
+            && self.lower.is_empty()
+            && self.upper.is_empty()
+            && self.multiple_of.is_empty()
+            && self.obj_parts.is_empty()
+            && self.required.is_empty()
+            && self.forbidden.is_empty()
+            && self.min_props.is_none()
+            && self.max_props.is_none()
+            && self.property_names.is_empty()
+            && self.dependencies.is_empty()
+            && !self.no_extras
+            && self.member_nots.is_empty()
+            && self.arr_parts.is_empty()
+            && self.min_items == 0
+            && self.max_items.is_none()
+            && self.unique_items.is_none()
+            && self.contains.is_none()
+            && self.nots.is_empty()
+            && self.disjunctions.is_empty()
+    }
+
     pub(crate) fn new(base: usize) -> Self {
         Merged {
             base,
@@ -209,6 +243,40 @@ pub(crate) struct Lowerer<'a> {
     /// How many keywords' negations were dropped or approximated from below
     /// (see [`Lowerer::negate`]).
     pub negations_dropped: u64,
+    /// Context-free mode (`Some`): recursive `$ref`s and unbounded values
+    /// become references to rules instead of errors and depth bounds.
+    pub rules: Option<Rules>,
+}
+
+/// What a rule of the context-free result stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum RuleTarget {
+    /// The sub-schema at this JSON pointer.
+    Schema(String),
+    /// Any JSON value.
+    AnyValue,
+}
+
+/// The rules of the context-free result. Rule `i` is written in the regex of
+/// another as the character [`placeholder`]`(i)`.
+#[derive(Default)]
+pub(crate) struct Rules {
+    index: HashMap<(RuleTarget, u32), usize>,
+    bodies: Vec<Option<String>>,
+    pending: Vec<(usize, RuleTarget, u32)>,
+}
+
+/// The result of the context-free lowering: regexes in which the characters
+/// [`placeholder`]`(i)` stand for rule `i`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaGrammar {
+    /// The regex of a whole document.
+    pub root: String,
+    /// Rule `i`'s regex.
+    pub rules: Vec<String>,
+    /// What rule `i` stands for: the JSON pointer of its sub-schema, or
+    /// `"(any value)"`.
+    pub rule_sources: Vec<String>,
 }
 
 pub(crate) fn lower_document(
@@ -229,6 +297,119 @@ pub(crate) fn lower_document(
             "no JSON value satisfies this schema (within the bounds of the lowering)",
         )),
         Lang::Re(rx) => Ok(rx.text),
+    }
+}
+
+/// The context-free lowering of a whole document: `lower_document` with
+/// recursion and unbounded values as rules.
+pub(crate) fn lower_document_cf(
+    schema: &Value,
+    options: &SpecOptions,
+    max_whitespace: u32,
+    limits: &LoweringLimits,
+) -> Result<SchemaGrammar, GrammarError> {
+    let mut lowerer = Lowerer::new(schema, options, max_whitespace, limits)?;
+    lowerer.rules = Some(Rules::default());
+    let root = Node {
+        v: schema,
+        ptr: String::new(),
+    };
+    let root = match lowerer.lower_nodes(vec![root], 0)? {
+        Lang::Never => {
+            return Err(GrammarError::schema_at(
+                "",
+                "no JSON value satisfies this schema (within the bounds of the lowering)",
+            ));
+        }
+        Lang::Re(rx) => rx.text,
+    };
+    while let Some((id, target, level)) = lowerer.rules.as_mut().and_then(|r| r.pending.pop()) {
+        let body = match &target {
+            RuleTarget::AnyValue => lowerer.any_of_kind(ALL_TYPES, 1, level)?,
+            RuleTarget::Schema(ptr) => {
+                let v = resolve_pointer(schema, ptr).expect("a resolved target");
+                lowerer.ref_stack = vec![ptr.clone()];
+                let node = Node {
+                    v,
+                    ptr: ptr.clone(),
+                };
+                let body = lowerer.lower_nodes(vec![node], level);
+                lowerer.ref_stack.clear();
+                body?
+            }
+        };
+        let Some(text) = body.text() else {
+            let at = match &target {
+                RuleTarget::Schema(ptr) => ptr.as_str(),
+                RuleTarget::AnyValue => "",
+            };
+            return Err(GrammarError::schema_at(
+                at,
+                "no finite JSON value satisfies this recursive sub-schema",
+            ));
+        };
+        let rules = lowerer.rules.as_mut().expect("context-free mode");
+        rules.bodies[id] = Some(text.to_owned());
+    }
+    let rules = lowerer.rules.take().expect("context-free mode");
+    let mut rule_sources = vec![String::new(); rules.bodies.len()];
+    for ((target, _), &id) in &rules.index {
+        rule_sources[id] = match target {
+            RuleTarget::Schema(ptr) if ptr.is_empty() => "#".to_owned(),
+            RuleTarget::Schema(ptr) => ptr.clone(),
+            RuleTarget::AnyValue => "(any value)".to_owned(),
+        };
+    }
+    let bodies = rules.bodies;
+    if !bodies.is_empty() && uses_placeholder_range(schema) {
+        return Err(GrammarError::unsupported_at(
+            "",
+            "characters of Unicode planes 15 and 16 (private use) in a recursive schema: \
+             they stand for rules in its grammar",
+        ));
+    }
+    let rules = bodies
+        .into_iter()
+        .map(|b| b.expect("every rule was lowered"))
+        .collect();
+    Ok(SchemaGrammar {
+        root,
+        rules,
+        rule_sources,
+    })
+}
+
+/// Whether any string of `v` (keys included) holds a character of the
+/// placeholder planes, or a pattern escape that could write one.
+fn uses_placeholder_range(v: &Value) -> bool {
+    fn text(s: &str) -> bool {
+        let lower = s.to_ascii_lowercase();
+        s.chars()
+            .any(|c| c as u32 >= crate::compose::PLACEHOLDER_BASE)
+            || lower.contains("\\u{f")
+            || lower.contains("\\u{10")
+            || [
+                "\\udb8", "\\udb9", "\\udba", "\\udbb", "\\udbc", "\\udbd", "\\udbe", "\\udbf",
+            ]
+            .iter()
+            .any(|e| lower.contains(e))
+    }
+    match v {
+        Value::String(s) => text(s),
+        Value::Array(items) => items.iter().any(uses_placeholder_range),
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| text(k) || uses_placeholder_range(v)),
+        _ => false,
+    }
+}
+
+/// The value at a resolved JSON pointer (`""` is the document).
+fn resolve_pointer<'a>(doc: &'a Value, ptr: &str) -> Option<&'a Value> {
+    if ptr.is_empty() {
+        Some(doc)
+    } else {
+        doc.pointer(ptr)
     }
 }
 
@@ -285,6 +466,7 @@ impl<'a> Lowerer<'a> {
             name_regexes: HashMap::new(),
             pruned: 0,
             negations_dropped: 0,
+            rules: None,
         })
     }
 
@@ -334,6 +516,69 @@ impl<'a> Lowerer<'a> {
             .unwrap_or(super::DEFAULT_FREE_VALUE_DEPTH)
     }
 
+    /// Whether unbounded nesting becomes rules (context-free mode, with no
+    /// `max_depth` asked for).
+    pub(crate) fn unbounded(&self) -> bool {
+        self.rules.is_some() && self.options.max_depth.is_none()
+    }
+
+    /// The placeholder of the rule for `target` at `level`, registered (and
+    /// its body queued) on first use.
+    fn rule_ref(
+        &mut self,
+        target: RuleTarget,
+        level: u32,
+        ptr: &str,
+    ) -> Result<Lang, GrammarError> {
+        if self.layout.level_matters() {
+            return Err(GrammarError::unsupported_at(
+                ptr,
+                "recursion or values of any depth with an indented layout",
+            ));
+        }
+        let limit = self.limits.max_rules.min(MAX_PLACEHOLDERS);
+        let rules = self.rules.as_mut().expect("context-free mode");
+        let key = (target, level);
+        let id = match rules.index.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = rules.bodies.len();
+                if id >= limit {
+                    return Err(GrammarError::LimitExceeded {
+                        what: format!("grammar rules for recursive sub-schemas at {ptr}"),
+                        limit,
+                        knob: "LoweringLimits::max_rules".into(),
+                    });
+                }
+                rules.bodies.push(None);
+                rules.pending.push((id, key.0.clone(), level));
+                rules.index.insert(key, id);
+                id
+            }
+        };
+        let c = crate::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
+        Ok(Lang::lit(c.encode_utf8(&mut [0; 4])))
+    }
+
+    /// In context-free mode, a node that is only a `$ref` (and annotations)
+    /// to a sub-schema already being expanded: the target's rule.
+    fn recursive_ref(&self, node: &Node<'a>) -> Result<Option<String>, GrammarError> {
+        let Some(obj) = node.v.as_object() else {
+            return Ok(None);
+        };
+        let Some(Value::String(reference)) = obj.get("$ref") else {
+            return Ok(None);
+        };
+        if obj
+            .keys()
+            .any(|k| k != "$ref" && (is_known_assertion(k) || k == "format"))
+        {
+            return Ok(None);
+        }
+        let (_, target_ptr) = self.resolve(reference, &node.at("$ref"))?;
+        Ok(self.ref_stack.contains(&target_ptr).then_some(target_ptr))
+    }
+
     /// The conjunction of `nodes` (a value valid under all of them), at
     /// nesting `level`.
     pub fn lower_nodes(&mut self, nodes: Vec<Node<'a>>, level: u32) -> Result<Lang, GrammarError> {
@@ -342,6 +587,12 @@ impl<'a> Lowerer<'a> {
         } else {
             0
         };
+        if self.unbounded()
+            && nodes.len() == 1
+            && let Some(target) = self.recursive_ref(&nodes[0])?
+        {
+            return self.rule_ref(RuleTarget::Schema(target), level_key, &nodes[0].ptr);
+        }
         let cache_key = (nodes.len() == 1 && self.options.max_depth.is_none())
             .then(|| (nodes[0].ptr.clone(), level_key));
         if let Some(key) = &cache_key
@@ -944,6 +1195,13 @@ impl<'a> Lowerer<'a> {
         level: u32,
         want_shape: bool,
     ) -> Result<(Lang, Option<Shape<'a>>), GrammarError> {
+        if self.unbounded()
+            && mb.is_trivial()
+            && let Some(target) = self.recursive_ref(&branch)?
+        {
+            let lang = self.rule_ref(RuleTarget::Schema(target), level, &branch.ptr)?;
+            return Ok((lang, want_shape.then(Shape::any)));
+        }
         let pruned_before = self.pruned;
         if !self.expand(&mut mb, branch)? {
             let shape = (self.pruned != pruned_before).then(Shape::any);
@@ -1349,6 +1607,7 @@ impl<'a> Lowerer<'a> {
 
     fn lower_enum(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
         let values = m.enum_vals.take().expect("caller checked");
+        let types = m.types;
         let mut candidates: Vec<&'a Value> = values
             .into_iter()
             .filter(|v| m.types & kind_of(v) != 0)
@@ -1366,11 +1625,20 @@ impl<'a> Lowerer<'a> {
             };
             candidates.retain(|v| regex.is_match(self.layout.canonical(v, level).as_bytes()));
         }
-        let lang = rx::alt(
-            candidates
-                .into_iter()
-                .map(|v| self.layout.constant(v, level)),
-        );
+        // Where only integers are allowed, an integral constant is spelled
+        // as an integer: draft 4 calls `1.0` no integer.
+        let integer_only = types & FRACTION == 0;
+        let lang = rx::alt(candidates.into_iter().map(|v| {
+            match v {
+                Value::Number(n) if integer_only => rx::alt(
+                    super::layout::number_spellings(n)
+                        .iter()
+                        .filter(|s| !s.contains(['.', 'e', 'E']))
+                        .map(|s| Lang::lit(s)),
+                ),
+                _ => self.layout.constant(v, level),
+            }
+        }));
         Ok(lang)
     }
 
@@ -1407,6 +1675,9 @@ impl<'a> Lowerer<'a> {
         } else {
             0
         };
+        if self.unbounded() {
+            return self.rule_ref(RuleTarget::AnyValue, level_key, "");
+        }
         if let Some(hit) = self.any_cache.get(&(depth, level_key)) {
             return Ok(hit.clone());
         }

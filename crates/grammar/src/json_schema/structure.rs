@@ -594,20 +594,32 @@ impl<'a> Lowerer<'a> {
             }
         }
         let sep = self.layout.item_sep(level);
-        if let Some(member) = extra {
-            let run = rx::seq([
+        let extras = extra.map(|member| {
+            rx::seq([
                 member.clone(),
                 rx::repeat(rx::seq([sep.clone(), member]), 0, None),
-            ]);
-            items.push((run, false));
-        }
-        if items.is_empty() {
-            if nonempty {
-                return Ok(Lang::Never);
+            ])
+        });
+        let (body, optional) = match (items.is_empty(), extras) {
+            (true, None) if nonempty => return Ok(Lang::Never),
+            (true, None) => (Lang::empty(), true),
+            (true, Some(extras)) => (extras, !nonempty),
+            (false, None) => members_sequence(items, &sep, nonempty),
+            // The extra members after the declared ones, written once: a
+            // run of extras inside every branch of the declared members'
+            // subsets would copy it (and, in the context-free mode, the
+            // rule of its values) into each.
+            (false, Some(extras)) => {
+                let (declared, optional) = members_sequence(items, &sep, false);
+                let with_extras =
+                    rx::seq([declared, rx::opt(rx::seq([sep.clone(), extras.clone()]))]);
+                if optional {
+                    (rx::alt([with_extras, extras]), !nonempty)
+                } else {
+                    (with_extras, false)
+                }
             }
-            return Ok(self.layout.container('{', Lang::empty(), true, '}', level));
-        }
-        let (body, optional) = members_sequence(items, &sep, nonempty);
+        };
         Ok(self.layout.container('{', body, optional, '}', level))
     }
 
@@ -646,8 +658,11 @@ impl<'a> Lowerer<'a> {
         }
         let value = if trivial {
             // "Any value": only with an explicit depth bound.
-            let Some(depth) = self.options.max_depth else {
-                return Ok(None);
+            let depth = match self.options.max_depth {
+                Some(depth) => depth,
+                // Context-free mode: values of any depth, as a rule.
+                None if self.unbounded() => 0,
+                None => return Ok(None),
             };
             self.any_value(depth, level + 1)?
         } else {

@@ -746,3 +746,109 @@ fn unconstrained_values_are_bounded_json() {
     assert!(r.is_match(r#"{"meta":"s"}"#));
     assert!(!r.is_match(r#"{"meta":nope}"#));
 }
+
+#[test]
+fn integral_constants_of_integer_only_schemas_are_spelled_as_integers() {
+    // Draft 4 calls `1.0` no integer; `1` is one in every draft.
+    check(
+        json!({"type": "integer", "enum": [1, 2.0]}),
+        &["1", "2"],
+        &["1.0", "2.0", "1e0"],
+    );
+    check(json!({"const": 1}), &["1", "1.0"], &["2"]);
+}
+
+/// The context-free lowering as a grammar (checked by the reference
+/// recognizer).
+fn grammar_of(schema: Value, options: &SpecOptions) -> Result<crate::Grammar, GrammarError> {
+    schema_to_grammar(&schema.to_string(), options, 2, &LoweringLimits::default())?
+        .to_grammar(&crate::GbnfLimits::default())
+}
+
+#[track_caller]
+fn check_cf(schema: Value, accept: &[&str], reject: &[&str]) {
+    let g = grammar_of(schema.clone(), &SpecOptions::default())
+        .unwrap_or_else(|e| panic!("{schema}: {e}"));
+    for text in accept {
+        assert!(g.accepts(text.as_bytes()), "{schema} should accept {text}");
+    }
+    for text in reject {
+        assert!(!g.accepts(text.as_bytes()), "{schema} should reject {text}");
+    }
+}
+
+#[test]
+fn context_free_mode_makes_rules_of_recursion_and_free_values() {
+    let tree = json!({
+        "$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}, "maxItems": 2}},
+        "$ref": "#/$defs/t"
+    });
+    // The regex lowering refuses it; the grammar goes to any depth.
+    assert!(matches!(
+        lower_with(&tree, &SpecOptions::default()),
+        Err(GrammarError::Unsupported { .. })
+    ));
+    let deep = format!("{}{}", "[".repeat(30), "]".repeat(30));
+    check_cf(
+        tree,
+        &["[]", "[[],[[]]]", &deep],
+        &["[[],[],[]]", "[1]", "[[]"],
+    );
+    // No recursion, no free values, no extras: no rules, the regex itself.
+    let closed = schema_to_grammar(
+        r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false}"#,
+        &SpecOptions::default(),
+        2,
+        &LoweringLimits::default(),
+    )
+    .unwrap();
+    assert!(closed.rules.is_empty(), "{:?}", closed.rule_sources);
+    // Free values and extra members nest to any depth.
+    let deep = format!(r#"{{"a": 1, "b": {}0{}}}"#, "[".repeat(30), "]".repeat(30));
+    check_cf(
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+        &[
+            r#"{"a": 1}"#,
+            r#"{"a": 1, "x": {"y": [null]}}"#,
+            r#"{"x": 2}"#,
+            &deep,
+            "{}",
+        ],
+        &[
+            r#"{"a": "1"}"#,
+            r#"{"a": 1, "a": 2}"#,
+            r#"{"x": 2, "a": 1}"#,
+        ],
+    );
+    // `max_depth` still bounds what it bounded.
+    let bounded = SpecOptions {
+        max_depth: Some(2),
+        ..SpecOptions::default()
+    };
+    let g = grammar_of(json!({}), &bounded).unwrap();
+    assert!(g.accepts(b"[[[1]]]") && !g.accepts(b"[[[[1]]]]"));
+}
+
+#[test]
+fn context_free_mode_errors_name_where() {
+    let sibling = json!({"properties": {"next": {"$ref": "#", "minProperties": 1}}});
+    match grammar_of(sibling, &SpecOptions::default()) {
+        Err(GrammarError::Unsupported { location, .. }) => {
+            assert_eq!(location, Location::Pointer("/properties/next/$ref".into()));
+        }
+        other => panic!("{other:?}"),
+    }
+    let endless = json!({"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"});
+    let e = grammar_of(endless, &SpecOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("/$defs/a"), "{e}");
+    let limits = LoweringLimits {
+        max_rules: 1,
+        ..LoweringLimits::default()
+    };
+    let two = json!({
+        "$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}}},
+        "properties": {"a": {"$ref": "#/$defs/a"}, "b": {}}
+    });
+    let e = schema_to_grammar(&two.to_string(), &SpecOptions::default(), 2, &limits).unwrap_err();
+    assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
+}

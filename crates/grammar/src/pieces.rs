@@ -1,0 +1,649 @@
+//! Regexes with rule references, split only where the references are: a
+//! [`PieceGrammar`] whose alternatives are sequences of whole regexes and
+//! rule references.
+//!
+//! The input is one regex per rule in which the placeholder characters
+//! [`crate::compose::placeholder`]`(i)` stand for references to rule `i` (the form of the
+//! context-free JSON Schema lowering). [`crate::compose::from_regex`] and
+//! [`crate::compose::link`] give the same language as a [`crate::Grammar`],
+//! but take every alternation and repetition apart into helper rules, which
+//! a backend then has to solve back into regexes. Here every sub-expression
+//! without a placeholder stays one regex, as written, so a backend can make
+//! it one lexeme at once: only the alternations and repetitions around
+//! references become rules.
+//!
+//! Placeholders are read as [`crate::compose::splice`] reads them: a
+//! placeholder character in a literal, or a class all of whose members are
+//! placeholders, is a reference; a class that mixes them with other
+//! characters is a plain class.
+
+use regex_syntax::hir::{Class, Hir, HirKind};
+use tokensieve_core::GrammarError;
+
+use crate::compose::PLACEHOLDER_BASE;
+
+/// One element of an alternative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// A regex (regex-syntax dialect) with no reference in it; it matches
+    /// at least one string.
+    Regex {
+        regex: String,
+        /// Whether it matches the empty string.
+        nullable: bool,
+    },
+    /// A reference to a rule (an index into [`PieceGrammar::rules`]).
+    Rule(usize),
+}
+
+/// Rules of alternatives of pieces. Rule 0 is the root; rule `i + 1` is the
+/// rule the placeholder `i` stands for; helper rules follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PieceGrammar {
+    pub rules: Vec<Vec<Vec<Piece>>>,
+}
+
+/// Limits of [`split`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PieceLimits {
+    /// Deepest regex syntax tree. Default 512.
+    pub max_nest: u32,
+    /// Most copies a counted repetition around a reference may expand to.
+    /// Default 10 000.
+    pub max_repeat: u32,
+    /// Most rules in all. Default 100 000.
+    pub max_rules: usize,
+}
+
+impl Default for PieceLimits {
+    fn default() -> Self {
+        PieceLimits {
+            max_nest: 512,
+            max_repeat: 10_000,
+            max_rules: 100_000,
+        }
+    }
+}
+
+/// Splits `root` and `rules` (rule `i` for placeholder `i`) into a
+/// [`PieceGrammar`]. Errors: a regex that does not parse
+/// ([`GrammarError::InvalidRegex`]), a placeholder beyond `rules`
+/// ([`GrammarError::InvalidSpec`]), a limit of [`PieceLimits`]
+/// ([`GrammarError::LimitExceeded`]).
+pub fn split(
+    root: &str,
+    rules: &[String],
+    limits: &PieceLimits,
+) -> Result<PieceGrammar, GrammarError> {
+    let mut s = Splitter {
+        rules: vec![Vec::new(); rules.len() + 1],
+        count: rules.len(),
+        limits,
+    };
+    for (i, text) in std::iter::once(root)
+        .chain(rules.iter().map(String::as_str))
+        .enumerate()
+    {
+        let hir = regex_syntax::ParserBuilder::new()
+            .nest_limit(limits.max_nest)
+            .utf8(true)
+            .build()
+            .parse(text)
+            .map_err(|e| GrammarError::InvalidRegex {
+                location: tokensieve_core::Location::None,
+                message: format!("rule {i} of a regex grammar: {e}"),
+            })?;
+        let alternatives = match s.walk(&hir)? {
+            Walked::Plain => vec![vec![plain(&hir)?]],
+            Walked::Pieces(pieces) => vec![pieces],
+        };
+        s.rules[i] = alternatives;
+    }
+    Ok(PieceGrammar { rules: s.rules })
+}
+
+impl PieceGrammar {
+    /// Which rules derive the empty string.
+    pub fn nullable(&self) -> Vec<bool> {
+        let mut nullable = vec![false; self.rules.len()];
+        loop {
+            let mut changed = false;
+            for (i, alts) in self.rules.iter().enumerate() {
+                if !nullable[i]
+                    && alts.iter().any(|alt| {
+                        alt.iter().all(|p| match p {
+                            Piece::Regex { nullable, .. } => *nullable,
+                            Piece::Rule(t) => nullable[*t],
+                        })
+                    })
+                {
+                    nullable[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return nullable;
+            }
+        }
+    }
+
+    /// Which rules derive at least one finite string.
+    pub fn productive(&self) -> Vec<bool> {
+        let mut productive = vec![false; self.rules.len()];
+        loop {
+            let mut changed = false;
+            for (i, alts) in self.rules.iter().enumerate() {
+                if !productive[i]
+                    && alts.iter().any(|alt| {
+                        alt.iter().all(|p| match p {
+                            Piece::Regex { .. } => true,
+                            Piece::Rule(t) => productive[*t],
+                        })
+                    })
+                {
+                    productive[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return productive;
+            }
+        }
+    }
+}
+
+enum Walked {
+    /// No reference inside: the caller keeps it as part of a larger regex.
+    Plain,
+    Pieces(Vec<Piece>),
+}
+
+struct Splitter<'a> {
+    rules: Vec<Vec<Vec<Piece>>>,
+    /// How many placeholders stand for rules.
+    count: usize,
+    limits: &'a PieceLimits,
+}
+
+impl Splitter<'_> {
+    /// The rule a placeholder character stands for, if it is one.
+    fn target(&self, c: char) -> Result<Option<usize>, GrammarError> {
+        let code = c as u32;
+        if !(PLACEHOLDER_BASE..PLACEHOLDER_BASE + 0xFFFE).contains(&code) {
+            return Ok(None);
+        }
+        let i = (code - PLACEHOLDER_BASE) as usize;
+        if i >= self.count {
+            return Err(GrammarError::InvalidSpec(format!(
+                "placeholder U+{code:04X} stands for rule {i}, but there are {} rules",
+                self.count
+            )));
+        }
+        Ok(Some(i + 1))
+    }
+
+    fn helper(&mut self, alternatives: Vec<Vec<Piece>>) -> Result<usize, GrammarError> {
+        if self.rules.len() >= self.limits.max_rules {
+            return Err(GrammarError::LimitExceeded {
+                what: "rules of a regex grammar".into(),
+                limit: self.limits.max_rules,
+                knob: "PieceLimits::max_rules".into(),
+            });
+        }
+        self.rules.push(alternatives);
+        Ok(self.rules.len() - 1)
+    }
+
+    fn walk(&mut self, hir: &Hir) -> Result<Walked, GrammarError> {
+        Ok(match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) => Walked::Plain,
+            HirKind::Literal(lit) => {
+                let Ok(text) = std::str::from_utf8(&lit.0) else {
+                    return Ok(Walked::Plain);
+                };
+                let mut pieces = Vec::new();
+                let mut run = String::new();
+                let mut any = false;
+                for c in text.chars() {
+                    match self.target(c)? {
+                        Some(rule) => {
+                            any = true;
+                            if !run.is_empty() {
+                                pieces.push(literal(&std::mem::take(&mut run)));
+                            }
+                            pieces.push(Piece::Rule(rule));
+                        }
+                        None => run.push(c),
+                    }
+                }
+                if !any {
+                    return Ok(Walked::Plain);
+                }
+                if !run.is_empty() {
+                    pieces.push(literal(&run));
+                }
+                Walked::Pieces(pieces)
+            }
+            HirKind::Class(Class::Unicode(class)) => {
+                let mut targets = Vec::new();
+                for range in class.ranges() {
+                    let (lo, hi) = (range.start() as u32, range.end() as u32);
+                    // Bounded: the loop stops at the first non-placeholder.
+                    for code in lo..=hi {
+                        match char::from_u32(code).map(|c| self.target(c)).transpose()? {
+                            Some(Some(rule)) => targets.push(rule),
+                            _ => return Ok(Walked::Plain),
+                        }
+                    }
+                }
+                if targets.len() == 1 {
+                    Walked::Pieces(vec![Piece::Rule(targets[0])])
+                } else {
+                    let alternatives = targets.into_iter().map(|t| vec![Piece::Rule(t)]).collect();
+                    Walked::Pieces(vec![Piece::Rule(self.helper(alternatives)?)])
+                }
+            }
+            HirKind::Class(Class::Bytes(_)) => Walked::Plain,
+            HirKind::Capture(capture) => self.walk(&capture.sub)?,
+            HirKind::Concat(subs) => {
+                let walked = subs
+                    .iter()
+                    .map(|s| self.walk(s))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if walked.iter().all(|w| matches!(w, Walked::Plain)) {
+                    return Ok(Walked::Plain);
+                }
+                let mut pieces = Vec::new();
+                let mut run: Vec<Hir> = Vec::new();
+                for (sub, w) in subs.iter().zip(walked) {
+                    match w {
+                        Walked::Plain => run.push(sub.clone()),
+                        Walked::Pieces(p) => {
+                            if !run.is_empty() {
+                                pieces.push(plain(&Hir::concat(std::mem::take(&mut run)))?);
+                            }
+                            pieces.extend(p);
+                        }
+                    }
+                }
+                if !run.is_empty() {
+                    pieces.push(plain(&Hir::concat(run))?);
+                }
+                pieces.retain(|p| !matches!(p, Piece::Regex { regex, .. } if regex.is_empty()));
+                Walked::Pieces(pieces)
+            }
+            HirKind::Alternation(subs) => {
+                let walked = subs
+                    .iter()
+                    .map(|s| self.walk(s))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if walked.iter().all(|w| matches!(w, Walked::Plain)) {
+                    return Ok(Walked::Plain);
+                }
+                let mut alternatives = Vec::with_capacity(subs.len());
+                for (sub, w) in subs.iter().zip(walked) {
+                    alternatives.push(match w {
+                        Walked::Plain => vec![plain(sub)?],
+                        Walked::Pieces(p) => p,
+                    });
+                }
+                Walked::Pieces(vec![Piece::Rule(self.helper(alternatives)?)])
+            }
+            HirKind::Repetition(rep) => {
+                let body = match self.walk(&rep.sub)? {
+                    Walked::Plain => return Ok(Walked::Plain),
+                    Walked::Pieces(p) if p.len() == 1 => p,
+                    Walked::Pieces(p) => vec![Piece::Rule(self.helper(vec![p])?)],
+                };
+                let copies = rep.max.unwrap_or(rep.min).max(rep.min);
+                if copies > self.limits.max_repeat {
+                    return Err(GrammarError::LimitExceeded {
+                        what: format!("a repetition of {copies} around a rule reference"),
+                        limit: self.limits.max_repeat as usize,
+                        knob: "PieceLimits::max_repeat".into(),
+                    });
+                }
+                let mut pieces = Vec::new();
+                for _ in 0..rep.min {
+                    pieces.extend(body.iter().cloned());
+                }
+                match rep.max {
+                    None => {
+                        // R ::= "" | R body
+                        let r = self.helper(Vec::new())?;
+                        let mut again = vec![Piece::Rule(r)];
+                        again.extend(body.iter().cloned());
+                        self.rules[r] = vec![Vec::new(), again];
+                        pieces.push(Piece::Rule(r));
+                    }
+                    Some(max) if max > rep.min => {
+                        // O_1 ::= "" | body ; O_k ::= "" | body O_(k-1)
+                        let mut inner: Option<usize> = None;
+                        for _ in rep.min..max {
+                            let mut some = body.clone();
+                            if let Some(o) = inner {
+                                some.push(Piece::Rule(o));
+                            }
+                            inner = Some(self.helper(vec![Vec::new(), some])?);
+                        }
+                        pieces.push(Piece::Rule(inner.expect("max > min")));
+                    }
+                    Some(_) => {}
+                }
+                Walked::Pieces(pieces)
+            }
+        })
+    }
+}
+
+/// A literal string as a regex piece.
+fn literal(text: &str) -> Piece {
+    Piece::Regex {
+        regex: regex_syntax::escape(text),
+        nullable: text.is_empty(),
+    }
+}
+
+/// A reference-free sub-expression as one regex piece.
+fn plain(hir: &Hir) -> Result<Piece, GrammarError> {
+    match hir.properties().minimum_len() {
+        None => Err(GrammarError::InvalidSpec(
+            "a piece of a regex grammar matches nothing".into(),
+        )),
+        Some(min) => {
+            let mut regex = String::new();
+            print(hir, &mut regex)?;
+            Ok(Piece::Regex {
+                regex,
+                nullable: min == 0,
+            })
+        }
+    }
+}
+
+/// `hir` as regex text that parses back to the same language. Not
+/// `Hir`'s `Display`: that writes `(?:x+)?` as `x+?`, a lazy `x+`.
+/// Every repetition is written `{m,n}` on an atom or a group, every
+/// alternation as a group.
+fn print(hir: &Hir, out: &mut String) -> Result<(), GrammarError> {
+    use regex_syntax::hir::Look;
+    use std::fmt::Write as _;
+    match hir.kind() {
+        HirKind::Empty => out.push_str("(?:)"),
+        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+            Ok(text) => out.push_str(&regex_syntax::escape(text)),
+            Err(_) => {
+                out.push_str("(?-u:");
+                for b in lit.0.iter() {
+                    let _ = write!(out, "\\x{b:02X}");
+                }
+                out.push(')');
+            }
+        },
+        HirKind::Class(Class::Unicode(class)) => {
+            if class.ranges().is_empty() {
+                out.push_str(r"[^\x{0}-\x{10FFFF}]");
+            } else {
+                out.push('[');
+                for r in class.ranges() {
+                    let _ = write!(
+                        out,
+                        "\\x{{{:X}}}-\\x{{{:X}}}",
+                        r.start() as u32,
+                        r.end() as u32
+                    );
+                }
+                out.push(']');
+            }
+        }
+        HirKind::Class(Class::Bytes(class)) => {
+            if class.ranges().is_empty() {
+                out.push_str(r"[^\x{0}-\x{10FFFF}]");
+            } else {
+                out.push_str("(?-u:[");
+                for r in class.ranges() {
+                    let _ = write!(out, "\\x{:02X}-\\x{:02X}", r.start(), r.end());
+                }
+                out.push_str("])");
+            }
+        }
+        HirKind::Look(look) => out.push_str(match look {
+            Look::Start => r"\A",
+            Look::End => r"\z",
+            Look::StartLF => "(?m:^)",
+            Look::EndLF => "(?m:$)",
+            Look::WordUnicode => r"\b",
+            Look::WordUnicodeNegate => r"\B",
+            other => {
+                return Err(GrammarError::Unsupported {
+                    location: tokensieve_core::Location::None,
+                    what: format!("the assertion {other:?} in a regex grammar piece"),
+                });
+            }
+        }),
+        HirKind::Capture(capture) => print(&capture.sub, out)?,
+        HirKind::Concat(subs) => {
+            for sub in subs {
+                print(sub, out)?;
+            }
+        }
+        HirKind::Alternation(subs) => {
+            out.push_str("(?:");
+            for (i, sub) in subs.iter().enumerate() {
+                if i > 0 {
+                    out.push('|');
+                }
+                print(sub, out)?;
+            }
+            out.push(')');
+        }
+        HirKind::Repetition(rep) => {
+            let atom = match rep.sub.kind() {
+                HirKind::Class(_) => true,
+                HirKind::Literal(lit) => {
+                    std::str::from_utf8(&lit.0).is_ok_and(|t| t.chars().count() == 1)
+                }
+                _ => false,
+            };
+            if atom {
+                print(&rep.sub, out)?;
+            } else {
+                out.push_str("(?:");
+                print(&rep.sub, out)?;
+                out.push(')');
+            }
+            let _ = match rep.max {
+                Some(max) => write!(out, "{{{},{max}}}", rep.min),
+                None => write!(out, "{{{},}}", rep.min),
+            };
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compose::{self, placeholder};
+    use crate::gbnf::GbnfLimits;
+    use crate::testing::{mutate, random_sentence};
+    use regex_automata::meta::Regex;
+    use tokensieve_core::testing::SplitMix64;
+
+    fn p(i: usize) -> char {
+        placeholder(i).unwrap()
+    }
+
+    /// Whether `text` is in the language of the piece grammar, by a plain
+    /// backtracking search (tests only: small inputs).
+    fn accepts(g: &PieceGrammar, text: &[u8]) -> bool {
+        struct Search<'a> {
+            g: &'a PieceGrammar,
+            text: &'a [u8],
+            compiled: std::collections::HashMap<String, Regex>,
+        }
+        impl Search<'_> {
+            fn ends(&mut self, rule: usize, at: usize, depth: usize) -> Vec<usize> {
+                let mut out = Vec::new();
+                if depth > 60 {
+                    return out;
+                }
+                for alt in &self.g.rules[rule] {
+                    let mut positions = vec![at];
+                    for piece in alt {
+                        let mut next = Vec::new();
+                        for &pos in &positions {
+                            match piece {
+                                Piece::Regex { regex, .. } => {
+                                    let re =
+                                        self.compiled.entry(regex.clone()).or_insert_with(|| {
+                                            Regex::new(&format!("^(?:{regex})$")).unwrap()
+                                        });
+                                    let text = self.text;
+                                    next.extend(
+                                        (pos..=text.len())
+                                            .filter(|&end| re.is_match(&text[pos..end])),
+                                    );
+                                }
+                                Piece::Rule(t) => next.extend(self.ends(*t, pos, depth + 1)),
+                            }
+                        }
+                        next.sort_unstable();
+                        next.dedup();
+                        positions = next;
+                    }
+                    out.extend(positions);
+                }
+                out.sort_unstable();
+                out.dedup();
+                out
+            }
+        }
+        let mut search = Search {
+            g,
+            text,
+            compiled: Default::default(),
+        };
+        search.ends(0, 0, 0).contains(&text.len())
+    }
+
+    #[test]
+    fn plain_regexes_stay_whole_and_references_split() {
+        let g = split("a(?:b|c)*d", &[], &PieceLimits::default()).unwrap();
+        assert_eq!(g.rules.len(), 1);
+        assert_eq!(g.rules[0].len(), 1);
+        assert!(matches!(&g.rules[0][0][..], [Piece::Regex { .. }]));
+
+        let list = format!(r"\[(?:{0}(?:,{0})*)?\]", p(0));
+        let g = split(&list, &["x".into()], &PieceLimits::default()).unwrap();
+        for (text, ok) in [
+            ("[]", true),
+            ("[x]", true),
+            ("[x,x,x]", true),
+            ("[x,]", false),
+            ("[", false),
+        ] {
+            assert_eq!(accepts(&g, text.as_bytes()), ok, "{text}");
+        }
+        assert!(g.productive().iter().all(|&p| p));
+        assert!(!g.nullable()[0]);
+    }
+
+    #[test]
+    fn printed_pieces_keep_their_language() {
+        // `(?:x+)?` is what Hir's Display writes as a lazy `x+?`.
+        for (regex, yes, no) in [
+            ("a:(?:[b-d]+)?:e", &["a::e", "a:bcd:e"][..], &["a:e"][..]),
+            (
+                r"(?:x|yz){2,3}\.|\d?",
+                &["xyz.", "xxx.", "", "7"],
+                &["x.", "xxxx."],
+            ),
+            ("é+(?:ab)*", &["é", "ééabab"], &["ab", "éa"]),
+        ] {
+            let g = split(regex, &[], &PieceLimits::default()).unwrap();
+            let Piece::Regex { regex: printed, .. } = &g.rules[0][0][0] else {
+                panic!("one regex piece");
+            };
+            let re = Regex::new(&format!("^(?:{printed})$")).unwrap();
+            for t in yes {
+                assert!(re.is_match(t), "{printed} should match {t}");
+            }
+            for t in no {
+                assert!(!re.is_match(t), "{printed} should not match {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_what() {
+        let e = split(
+            &format!("a{}", p(3)),
+            &["x".into()],
+            &PieceLimits::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, GrammarError::InvalidSpec(_)), "{e}");
+        assert!(split("(", &[], &PieceLimits::default()).is_err());
+        let e = split(
+            &format!("{}{{20000}}", p(0)),
+            &["x".into()],
+            &PieceLimits::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
+        // Endless recursion is not productive.
+        let g = split(
+            &p(0).to_string(),
+            &[format!("a{}", p(0))],
+            &PieceLimits::default(),
+        )
+        .unwrap();
+        assert!(!g.productive()[0]);
+    }
+
+    /// The same language as from_regex + link, on random sentences of that
+    /// grammar and near misses.
+    #[test]
+    fn the_same_language_as_the_linked_grammar() {
+        let root = format!(r"\{{(?:k{0}(?:,k{0}){{0,3}})?\}}|{1}+|n", p(0), p(1));
+        let rules = vec![
+            format!(r"\[(?:{0}(?:,{0})*)?\]|[0-9]{{1,2}}|{1}", p(0), p(1)),
+            format!("t|f|<{}>", p(0)),
+        ];
+        let g = split(&root, &rules, &PieceLimits::default()).unwrap();
+        let limits = GbnfLimits::default();
+        let linked = {
+            let r = compose::from_regex(&root, &limits).unwrap();
+            let pieces: Vec<_> = rules
+                .iter()
+                .map(|t| compose::from_regex(t, &limits).unwrap())
+                .collect();
+            let named: Vec<(char, &crate::Grammar)> =
+                pieces.iter().enumerate().map(|(i, g)| (p(i), g)).collect();
+            compose::link(&r, &named, &limits).unwrap()
+        };
+        let mut r = SplitMix64(5);
+        let mut positive = 0;
+        for i in 0..300 {
+            let sentence = random_sentence(&linked, &mut r, 12);
+            let text = if i % 2 == 0 {
+                sentence
+            } else {
+                mutate(&sentence, b"{}[],k0123456789tfn<>", &mut r)
+            };
+            if text.len() > 24 {
+                continue;
+            }
+            let expected = linked.accepts(&text);
+            positive += usize::from(expected);
+            assert_eq!(
+                accepts(&g, &text),
+                expected,
+                "{}",
+                String::from_utf8_lossy(&text)
+            );
+        }
+        assert!(positive > 50);
+    }
+}
