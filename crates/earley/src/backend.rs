@@ -11,7 +11,7 @@ use tokensieve_core::{
 };
 use tokensieve_grammar::compose::{self, GrammarTag};
 use tokensieve_grammar::regular::choice_regex;
-use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie};
+use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie, json_schema};
 
 use crate::config::EarleyConfig;
 use crate::lower::{Lowering, json_object_gbnf};
@@ -19,8 +19,9 @@ use crate::matcher::EarleyMatcher;
 use crate::parser::{Budget, Cfg, ESet, SummaryCache, initial_set};
 
 /// The spec kinds this backend compiles.
-pub const SUPPORTED_KINDS: [SpecKind; 5] = [
+pub const SUPPORTED_KINDS: [SpecKind; 6] = [
     SpecKind::Ebnf,
+    SpecKind::JsonSchema,
     SpecKind::JsonObject,
     SpecKind::Regex,
     SpecKind::Choice,
@@ -107,7 +108,23 @@ impl EarleyBackend {
             ConstraintSpec::StructuralTag(tag) => {
                 lowering.grammar(&self.structural_tag(tag, &constraint.options)?)?
             }
-            other => return Err(self.unsupported_spec(other.kind())),
+            ConstraintSpec::JsonSchema(schema) => {
+                let lowered = json_schema::schema_to_grammar(
+                    schema,
+                    &constraint.options,
+                    self.config.max_whitespace,
+                    &json_schema::LoweringLimits::default(),
+                )?;
+                // The regular parts whole, as lexemes; where one is too big
+                // for a lexeme, the grammar taken apart (slower to build).
+                match lowering.pieces(&lowered.to_pieces()?) {
+                    Err(GrammarError::LimitExceeded { .. }) => {
+                        Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
+                            .grammar(&lowered.to_grammar(&GbnfLimits::default())?)?
+                    }
+                    other => other?,
+                }
+            }
         };
         let mut budget = Budget::new(self.config.max_step_work, self.config.max_items);
         let initial = initial_set(&cfg, &mut budget).map_err(|e| GrammarError::LimitExceeded {
@@ -130,6 +147,18 @@ impl EarleyBackend {
 }
 
 impl EarleyBackend {
+    /// A JSON Schema through the front end's context-free lowering:
+    /// recursion and values of any depth become rules.
+    fn schema_grammar(&self, schema: &str, options: &SpecOptions) -> Result<Grammar, GrammarError> {
+        json_schema::schema_to_grammar(
+            schema,
+            options,
+            self.config.max_whitespace,
+            &json_schema::LoweringLimits::default(),
+        )?
+        .to_grammar(&GbnfLimits::default())
+    }
+
     /// A tag's content as a grammar: any kind this backend serves but a
     /// nested structural tag.
     fn content_grammar(
@@ -141,6 +170,7 @@ impl EarleyBackend {
         match spec {
             ConstraintSpec::Ebnf { grammar, root } => Grammar::from_gbnf(grammar, root),
             ConstraintSpec::JsonObject => builtin_json(options, self.config.max_whitespace),
+            ConstraintSpec::JsonSchema(schema) => self.schema_grammar(schema, options),
             ConstraintSpec::Regex(pattern) => compose::from_regex(pattern, &limits),
             ConstraintSpec::Choice(choices) => {
                 compose::from_regex(&choice_regex(choices)?, &limits)
@@ -148,13 +178,6 @@ impl EarleyBackend {
             ConstraintSpec::StructuralTag(_) => Err(GrammarError::InvalidSpec(
                 "a structural tag's content cannot be another structural tag".into(),
             )),
-            other => Err(GrammarError::Unsupported {
-                location: Location::None,
-                what: format!(
-                    "{} as a structural tag's content on the earley backend",
-                    other.kind()
-                ),
-            }),
         }
     }
 

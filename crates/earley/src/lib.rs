@@ -65,8 +65,14 @@
 //!   regex-fsm reads them: free text without triggers, each trigger opening
 //!   one of its tags in full; the text is one grammar
 //!   (`tokensieve_grammar::compose::tagged_grammar`).
-//! - `json_schema` is not served yet: asking for it (also as a tag's
-//!   content) is an error, never a wider language.
+//! - `json_schema` (also as a tag's content) goes through the front end's
+//!   context-free lowering (`tokensieve_grammar::json_schema::
+//!   schema_to_grammar`): the keywords regex-fsm enforces, the same
+//!   errors for the rest, plus what a regular language cannot say: a `$ref`
+//!   back into a sub-schema being expanded is a rule (recursion to any
+//!   depth), unconstrained values are any JSON value at any depth, and
+//!   extra object members are allowed, with any value, unless the schema or
+//!   `strict` forbids them (JSON Schema's semantics).
 //! - Every step is bounded ([`EarleyConfig::max_items`],
 //!   [`EarleyConfig::max_step_work`]): past a limit the step fails with
 //!   `StepError::LimitExceeded` naming it, and the matcher refuses

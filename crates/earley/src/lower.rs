@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokensieve_core::{CancelToken, GrammarError};
+use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar};
 use tokensieve_grammar::regular::terminal_regex;
 use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
@@ -136,6 +137,39 @@ impl<'a> Lowering<'a> {
         Ok(self.finish(root_syms, root_nullable))
     }
 
+    /// A grammar of regexes and rule references (the context-free JSON
+    /// Schema lowering): each regex piece is a lexeme as it stands, runs of
+    /// them merged; piece rule `i` is parser rule `i`. A piece cannot be
+    /// taken apart here, so its limit is the whole-constraint one,
+    /// [`EarleyConfig::max_dfa_states`]; past it, an error (the caller may
+    /// take the grammar apart further instead).
+    pub(crate) fn pieces(mut self, g: &PieceGrammar) -> Result<Cfg, GrammarError> {
+        let nullable = g.nullable();
+        self.alts = vec![Vec::new(); g.rules.len()];
+        self.nullable = nullable.clone();
+        for (i, alternatives) in g.rules.iter().enumerate() {
+            self.cancel.check()?;
+            let mut starts = Vec::with_capacity(alternatives.len());
+            for alt in alternatives {
+                starts.push(self.syms.len() as u32);
+                let mut run: Vec<String> = Vec::new();
+                for piece in alt {
+                    match piece {
+                        PieceKind::Regex { regex, .. } => run.push(regex.clone()),
+                        PieceKind::Rule(t) => {
+                            self.flush_limit(&mut run, self.config.max_dfa_states)?;
+                            self.syms.push(Sym::Rule(*t as u32));
+                        }
+                    }
+                }
+                self.flush_limit(&mut run, self.config.max_dfa_states)?;
+                self.syms.push(Sym::End(i as u32));
+            }
+            self.alts[i] = starts;
+        }
+        Ok(self.finish(vec![Sym::Rule(0)], nullable[0]))
+    }
+
     /// Whether rule `t` becomes one lexeme: regular, and its DFA small.
     fn is_lexeme(
         &mut self,
@@ -188,10 +222,14 @@ impl<'a> Lowering<'a> {
     /// Emits a run of regular pieces as one lexeme, or one lexeme per piece
     /// when together they exceed the lexeme limits.
     fn flush(&mut self, run: &mut Vec<String>) -> Result<(), GrammarError> {
+        self.flush_limit(run, self.config.max_lexeme_states)
+    }
+
+    /// [`Lowering::flush`] with `max` DFA states a lexeme.
+    fn flush_limit(&mut self, run: &mut Vec<String>, max: usize) -> Result<(), GrammarError> {
         if run.is_empty() {
             return Ok(());
         }
-        let max = self.config.max_lexeme_states;
         if run.len() > 1 {
             let joined: String = run.iter().map(|r| format!("(?:{r})")).collect();
             if joined.len() <= self.config.max_lexeme_regex_len {

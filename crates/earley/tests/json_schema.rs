@@ -1,0 +1,363 @@
+//! JSON Schema on the earley backend, through the front end's context-free
+//! lowering (`tokensieve_grammar::json_schema::schema_to_grammar`).
+//!
+//! What would break if it went wrong:
+//! - **never an invalid output**: random sentences of each schema's grammar
+//!   and near misses of them; every text the matcher accepts must be JSON
+//!   valid under the schema (checked by the `jsonschema` crate), and the
+//!   matcher's verdict must equal the reference recognizer's on the same
+//!   grammar;
+//! - **recursion and values of any depth**: hand-labelled instances nested far
+//!   deeper than any depth bound a regex could carry;
+//! - **JSON Schema's own semantics** for extra members (allowed unless
+//!   forbidden, or under `strict`), and the errors for what cannot be served.
+//!
+//! Inputs: hand-written schemas and the MaskBench fixtures in the repo
+//! always; the 40 files of `tests/fixtures/maskbench_sample.txt` from
+//! `../shared/data/maskbench-dev` when it exists (else it says it skipped).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokensieve_core::testing::SplitMix64;
+use tokensieve_core::{Constraint, GrammarBackend, GrammarError, SpecOptions};
+use tokensieve_earley::{EarleyBackend, EarleyConfig};
+use tokensieve_grammar::GbnfLimits;
+use tokensieve_grammar::json_schema::{LoweringLimits, schema_to_grammar};
+use tokensieve_grammar::testing::{mutate, random_sentence};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn backend() -> EarleyBackend {
+    EarleyBackend::new(
+        Arc::new(tokensieve_core::vocab::fixtures::json_tiny()),
+        EarleyConfig::default(),
+    )
+}
+
+/// The matcher's verdict on a whole text: every byte accepted and the
+/// output may end there.
+fn accepts(backend: &EarleyBackend, constraint: &Constraint, text: &[u8]) -> bool {
+    let compiled = backend
+        .compile(constraint)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut m = compiled.matcher();
+    m.accept_bytes(text).is_ok() && m.is_accepting()
+}
+
+const TREE: &str = r##"{
+  "$defs": {
+    "node": {
+      "type": "object",
+      "properties": {
+        "value": {"type": "integer"},
+        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}
+      },
+      "required": ["value"],
+      "additionalProperties": false
+    }
+  },
+  "$ref": "#/$defs/node"
+}"##;
+
+const LINKED_LIST: &str = r##"{
+  "type": "object",
+  "properties": {"head": {"type": "string"}, "tail": {"anyOf": [{"type": "null"}, {"$ref": "#"}]}},
+  "required": ["head", "tail"],
+  "additionalProperties": false
+}"##;
+
+const MUTUAL: &str = r##"{
+  "definitions": {
+    "expr": {"anyOf": [{"type": "number"}, {"$ref": "#/definitions/call"}]},
+    "call": {
+      "type": "object",
+      "properties": {"fn": {"enum": ["add", "mul"]}, "args": {"type": "array", "items": {"$ref": "#/definitions/expr"}, "minItems": 1}},
+      "required": ["fn", "args"],
+      "additionalProperties": false
+    }
+  },
+  "$ref": "#/definitions/expr"
+}"##;
+
+const OPEN_OBJECT: &str = r#"{
+  "type": "object",
+  "properties": {"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
+  "required": ["id"]
+}"#;
+
+fn nested_tree(depth: usize) -> String {
+    let mut text = r#"{"value": 0}"#.to_string();
+    for i in 1..=depth {
+        text = format!(r#"{{"value": {i}, "children": [{text}, {{"value": -1}}]}}"#);
+    }
+    text
+}
+
+#[test]
+fn recursion_goes_to_any_depth() {
+    let b = backend();
+    let tree = Constraint::json_schema(TREE);
+    assert!(accepts(&b, &tree, nested_tree(0).as_bytes()));
+    assert!(accepts(&b, &tree, nested_tree(60).as_bytes()));
+    // Deep inside, a string where an integer must be.
+    let bad = nested_tree(40).replacen(r#""value": 0"#, r#""value": "0""#, 1);
+    assert!(!accepts(&b, &tree, bad.as_bytes()));
+    // `additionalProperties: false` holds at every level.
+    let extra = nested_tree(30).replacen(r#"{"value": -1}"#, r#"{"value": -1, "x": 1}"#, 1);
+    assert!(!accepts(&b, &tree, extra.as_bytes()));
+    assert!(!accepts(&b, &tree, br#"{"children": []}"#));
+
+    let list = Constraint::json_schema(LINKED_LIST);
+    let mut text = r#"{"head": "end", "tail": null}"#.to_string();
+    for i in 0..50 {
+        text = format!(r#"{{"head": "n{i}", "tail": {text}}}"#);
+    }
+    assert!(accepts(&b, &list, text.as_bytes()));
+    assert!(!accepts(
+        &b,
+        &list,
+        br#"{"head": "a", "tail": {"head": 1, "tail": null}}"#
+    ));
+
+    let mutual = Constraint::json_schema(MUTUAL);
+    assert!(accepts(
+        &b,
+        &mutual,
+        br#"{"fn": "add", "args": [1, {"fn": "mul", "args": [2, {"fn": "add", "args": [3]}]}]}"#
+    ));
+    assert!(accepts(&b, &mutual, b"2.5"));
+    assert!(!accepts(&b, &mutual, br#"{"fn": "add", "args": []}"#));
+    assert!(!accepts(&b, &mutual, br#"{"fn": "sub", "args": [1]}"#));
+}
+
+#[test]
+fn unconstrained_values_nest_to_any_depth_and_extra_members_follow_json_schema() {
+    let b = backend();
+    let any = Constraint::json_schema("{}");
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    assert!(accepts(&b, &any, deep.as_bytes()));
+    assert!(accepts(
+        &b,
+        &any,
+        br#"{"a": [null, true, {"b": "\u00e9\n"}], "c": -1.5e3}"#
+    ));
+    assert!(!accepts(&b, &any, b"[1,]"));
+    assert!(!accepts(
+        &b,
+        &any,
+        format!("{}1{}", "[".repeat(20), "]".repeat(19)).as_bytes()
+    ));
+
+    let open = Constraint::json_schema(OPEN_OBJECT);
+    // Extra members are allowed, with any value, after the declared ones.
+    assert!(accepts(
+        &b,
+        &open,
+        br#"{"id": 1, "tags": ["x"], "more": {"deep": [[[{}]]]}}"#
+    ));
+    assert!(accepts(&b, &open, br#"{"id": 1, "note": "x"}"#));
+    // A declared name is no extra member: its own schema holds.
+    assert!(!accepts(&b, &open, br#"{"id": 1, "tags": 3}"#));
+    assert!(!accepts(&b, &open, br#"{"tags": []}"#));
+    // Strict mode: none.
+    let mut strict = Constraint::json_schema(OPEN_OBJECT);
+    strict.options = SpecOptions {
+        strict: true,
+        ..SpecOptions::default()
+    };
+    assert!(accepts(&b, &strict, br#"{"id": 1, "tags": ["x"]}"#));
+    assert!(!accepts(&b, &strict, br#"{"id": 1, "note": "x"}"#));
+}
+
+#[test]
+fn what_cannot_be_served_is_an_error_naming_where() {
+    let b = backend();
+    // A recursive $ref merged with other keywords.
+    let merged =
+        r##"{"type": "object", "properties": {"next": {"$ref": "#", "maxProperties": 2}}}"##;
+    match b.compile(&Constraint::json_schema(merged)) {
+        Err(GrammarError::Unsupported { location, what }) => {
+            assert!(
+                location.to_string().contains("/properties/next"),
+                "{location}"
+            );
+            assert!(what.contains("recursive"), "{what}");
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    // Recursion no finite value satisfies.
+    let endless = r##"{"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}, "minItems": 1}}, "$ref": "#/$defs/a"}"##;
+    let err = b
+        .compile(&Constraint::json_schema(endless))
+        .err()
+        .expect("no finite value");
+    assert!(err.to_string().contains("/$defs/a"), "{err}");
+    // The placeholder characters of the grammar's rules, in a recursive schema.
+    let private = "{\"properties\": {\"a\": {\"const\": \"\u{F0001}\"}, \"b\": {\"$ref\": \"#\"}}}";
+    match b.compile(&Constraint::json_schema(private)) {
+        Err(GrammarError::Unsupported { what, .. }) => assert!(what.contains("plane"), "{what}"),
+        other => panic!("{:?}", other.err()),
+    }
+    // Not JSON.
+    assert!(b.compile(&Constraint::json_schema("{")).is_err());
+}
+
+/// Random sentences of the schema's grammar and near misses of them: the
+/// matcher agrees with the recognizer, and whatever it accepts is valid.
+fn differential(name: &str, schema_text: &str, cases: usize, seed: u64) -> Result<usize, String> {
+    let schema: Value = serde_json::from_str(schema_text).map_err(|e| format!("{name}: {e}"))?;
+    let Ok(validator) = jsonschema::validator_for(&schema) else {
+        return Ok(0);
+    };
+    let options = SpecOptions::default();
+    let max_whitespace = EarleyConfig::default().max_whitespace;
+    let lowered = match schema_to_grammar(
+        schema_text,
+        &options,
+        max_whitespace,
+        &LoweringLimits::default(),
+    ) {
+        Ok(lowered) => lowered,
+        Err(_) => return Ok(0),
+    };
+    let Ok(grammar) = lowered.to_grammar(&GbnfLimits::default()) else {
+        return Ok(0);
+    };
+    let b = backend();
+    let mut constraint = Constraint::json_schema(schema_text);
+    constraint.options = options;
+    let compiled = match b.compile(&constraint) {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(format!(
+                "{name}: the grammar exists but earley refused: {e}"
+            ));
+        }
+    };
+    let mut r = SplitMix64(seed);
+    let mut checked = 0;
+    for i in 0..cases {
+        let sentence = random_sentence(&grammar, &mut r, 40);
+        let text = if i % 2 == 0 {
+            sentence
+        } else {
+            mutate(&sentence, b"{}[]\",:0123456789-.eE truefalsnul\\", &mut r)
+        };
+        let mut m = compiled.matcher();
+        let verdict = m.accept_bytes(&text).is_ok() && m.is_accepting();
+        let reference = grammar.accepts(&text);
+        let shown = String::from_utf8_lossy(&text);
+        if verdict != reference {
+            return Err(format!(
+                "{name}: matcher says {verdict}, recognizer {reference} on {shown}"
+            ));
+        }
+        if i % 2 == 0 && !verdict {
+            return Err(format!(
+                "{name}: a sentence of its own grammar refused: {shown}"
+            ));
+        }
+        if verdict {
+            let value: Value = match serde_json::from_slice(&minus_zero_as_zero(&text)) {
+                Ok(value) => value,
+                // Valid JSON that serde_json cannot hold as a Value (`1e400`);
+                // the grammar's numbers are checked on every other text.
+                Err(e) if e.to_string().contains("number out of range") => continue,
+                Err(e) => return Err(format!("{name}: accepted text is not JSON ({e}): {shown}")),
+            };
+            if let Err(e) = validator.validate(&value) {
+                return Err(format!(
+                    "{name}: INVALID output accepted ({e} at {}): {shown}",
+                    e.instance_path()
+                ));
+            }
+            checked += 1;
+        }
+    }
+    Ok(checked)
+}
+
+/// `text` with every number token `-0` written `0`. serde_json reads `-0`
+/// as the float -0.0, which a draft-4 validator then calls no integer,
+/// though JSON Schema says `-0` is one (no fraction, no exponent).
+fn minus_zero_as_zero(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut i = 0;
+    while i < text.len() {
+        let b = text[i];
+        if in_string {
+            in_string = escaped || b != b'"';
+            escaped = !escaped && b == b'\\';
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b'-'
+            && text.get(i + 1) == Some(&b'0')
+            && !matches!(text.get(i + 2), Some(b'0'..=b'9' | b'.' | b'e' | b'E'))
+        {
+            i += 1;
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn sentences_and_near_misses_never_yield_an_invalid_output() {
+    let mut failures = Vec::new();
+    let hand = [
+        ("tree", TREE),
+        ("linked_list", LINKED_LIST),
+        ("mutual", MUTUAL),
+        ("open_object", OPEN_OBJECT),
+        ("any", "{}"),
+    ];
+    for (i, (name, schema)) in hand.iter().enumerate() {
+        match differential(name, schema, 60, 7 + i as u64) {
+            Ok(n) => assert!(n > 0, "{name}: nothing accepted, so nothing was checked"),
+            Err(e) => failures.push(e),
+        }
+    }
+    let fixtures = Path::new(ROOT).join("../../tests/fixtures/maskbench");
+    let mut files: Vec<_> = std::fs::read_dir(&fixtures)
+        .unwrap_or_else(|e| panic!("{}: {e}", fixtures.display()))
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    let sample = Path::new(ROOT).join("../../tests/fixtures/maskbench_sample.txt");
+    let dev = Path::new(ROOT).join("../../../shared/data/maskbench-dev");
+    if dev.is_dir() {
+        let names = std::fs::read_to_string(&sample).expect("the sample list");
+        files.extend(
+            names
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(|l| dev.join(l)),
+        );
+    } else {
+        eprintln!("skipped: {} not found; fixture files only", dev.display());
+    }
+    files.sort();
+    let mut checked_files = 0;
+    for (i, path) in files.iter().enumerate() {
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file: Value = serde_json::from_str(&text).expect("a MaskBench file is JSON");
+        let schema = file["schema"].to_string();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        match differential(&name, &schema, 20, 100 + i as u64) {
+            Ok(n) => checked_files += usize::from(n > 0),
+            Err(e) => failures.push(e),
+        }
+    }
+    eprintln!(
+        "{checked_files} of {} MaskBench schemas checked",
+        files.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked_files > 0);
+}
