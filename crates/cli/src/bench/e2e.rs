@@ -2,6 +2,8 @@
 //! token, and what jump-forward gives back. One model, fixed prompts (MaskBench
 //! schemas turned into requests), greedy decoding; only the mode changes:
 //! unconstrained (the `none` backend), constrained, constrained + jump-forward.
+//! Each mode's peak resident memory is its own: the kernel's high-water mark
+//! is reset before every request (Linux only; elsewhere the column says n/a).
 
 use super::inputs::collect_json_files;
 use crate::common::{self, BadInput};
@@ -58,6 +60,18 @@ struct Totals {
     /// Forward passes after the prompt's, and their time.
     passes: usize,
     model: Duration,
+    /// Each request's peak resident set, MiB; `None` where it could not be
+    /// reset or read.
+    peaks: Vec<Option<f64>>,
+}
+
+impl Totals {
+    /// The mode's peak resident set: the largest of its requests', unknown
+    /// if any of them is (a max over part of the requests would understate it).
+    fn peak_mib(&self) -> Option<f64> {
+        let known: Vec<f64> = self.peaks.iter().copied().collect::<Option<_>>()?;
+        known.into_iter().reduce(f64::max)
+    }
 }
 
 const MODES: [(&str, bool, bool); 3] = [
@@ -124,6 +138,7 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
     );
 
     let mut totals: Vec<Totals> = MODES.iter().map(|_| Totals::default()).collect();
+    let mut process_peak = vm_hwm_mib();
     for (id, schema, constraint) in &picked {
         let text = format!(
             "Reply with only a JSON object that matches this JSON Schema, no prose:\n{}",
@@ -133,6 +148,11 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
             .ok_or_else(|| BadInput(format!("{shown}: no ChatML template")))?;
         let validator = jsonschema::validator_for(schema)?;
         for (m, &(mode, constrained, jump)) in MODES.iter().enumerate() {
+            // The model is loaded and stays: each request's peak is measured
+            // from what is resident now. Reading before the reset keeps the
+            // process-wide peak exact.
+            process_peak = max_known(process_peak, vm_hwm_mib());
+            let reset = reset_vm_hwm();
             let t = Instant::now();
             let grammar = if constrained {
                 backend.compile(constraint)?
@@ -160,6 +180,8 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
                 &opts,
                 &mut |_| {},
             )?;
+            let peak = if reset { vm_hwm_mib() } else { None };
+            process_peak = max_known(process_peak, peak);
             let valid = serde_json::from_slice::<serde_json::Value>(&out.text)
                 .is_ok_and(|v| validator.is_valid(&v));
             let tot = &mut totals[m];
@@ -173,6 +195,7 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
             tot.compile += compile;
             tot.passes += out.forward_passes.saturating_sub(1);
             tot.model += out.model_time;
+            tot.peaks.push(peak);
             eprintln!(
                 "[e2e] {id} {mode}: {} tokens ({} forced), {:.1} tokens/s, {}",
                 out.tokens.len(),
@@ -185,13 +208,13 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
     }
 
     println!(
-        "| mode | requests | output tokens | forced share | TTFT mean ms | time per output token ms | output tokens/s | forward ms/step | mask µs/step | valid |"
+        "| mode | requests | output tokens | forced share | TTFT mean ms | time per output token ms | output tokens/s | forward ms/step | mask µs/step | valid | peak memory MiB |"
     );
-    println!("|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for (t, (mode, _, _)) in totals.iter().zip(MODES) {
         let tokens = t.tokens.max(1) as f64;
         println!(
-            "| {mode} | {} | {} | {:.1}% | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {}/{} |",
+            "| {mode} | {} | {} | {:.1}% | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {}/{} | {} |",
             t.requests,
             t.tokens,
             100.0 * t.forced as f64 / tokens,
@@ -201,19 +224,35 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
             t.model.as_secs_f64() * 1e3 / t.passes.max(1) as f64,
             t.mask.as_secs_f64() * 1e6 / (t.passes + t.requests).max(1) as f64,
             t.valid,
-            t.requests
+            t.requests,
+            t.peak_mib()
+                .map_or_else(|| "n/a".to_string(), |mib| format!("{mib:.0}"))
         );
     }
-    if let Some(peak) = peak_rss_mib() {
+    if let Some(peak) = max_known(process_peak, vm_hwm_mib()) {
         println!("\npeak resident memory of the process: {peak:.0} MiB");
     }
     Ok(0)
 }
 
-/// The process's peak resident set (Linux `VmHWM`).
-fn peak_rss_mib() -> Option<f64> {
+/// The peak resident set since the process started or since the last
+/// [`reset_vm_hwm`] (Linux `VmHWM`), MiB.
+fn vm_hwm_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// Resets the peak resident set to the current one (Linux 4.0+: "5" to
+/// `/proc/self/clear_refs`); false where that is not possible.
+fn reset_vm_hwm() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn max_known(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
