@@ -1,7 +1,8 @@
 //! `tokensieve generate`: bad input exits 2 with one line, always; with the
 //! real model (scripts/fetch-model.sh) the output is schema-valid JSON and
-//! jump-forward does not change a greedy answer. Tests that need the model
-//! print that they skipped when it is absent.
+//! jump-forward does not change a greedy answer. `bench e2e`, the same model
+//! over MaskBench schemas, prints its table and draws its chart. Tests that
+//! need the model print that they skipped when it is absent.
 #![cfg(feature = "generate")]
 
 use std::path::PathBuf;
@@ -225,4 +226,80 @@ fn every_mask_device_gives_the_cpu_answer_or_says_why_not() {
             other => panic!("{device}: exit {other}: {e}"),
         }
     }
+}
+
+const E2E_MODES: [&str; 3] = ["unconstrained", "constrained", "constrained + jump-forward"];
+
+fn bench_e2e(args: &[&str]) -> Output {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/maskbench");
+    Command::new(env!("CARGO_BIN_EXE_tokensieve"))
+        .args(["bench", "e2e"])
+        .args(args)
+        .arg(fixtures)
+        .output()
+        .expect("running tokensieve")
+}
+
+#[test]
+fn bench_e2e_refuses_a_plot_path_it_cannot_write_before_loading_the_model() {
+    let o = bench_e2e(&["--plot", "/nonexistent/dir/e2e.svg"]);
+    assert!(one_error_line(&o).contains("--plot /nonexistent/dir/e2e.svg"));
+}
+
+#[test]
+fn bench_e2e_reports_peak_memory_per_mode_and_draws_every_mode() {
+    let Some(model) = model() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("e2e.svg");
+    // One schema, a few tokens: three prefills and 24 steps of model time.
+    let o = bench_e2e(&[
+        "--model",
+        model.to_str().unwrap(),
+        "--limit",
+        "1",
+        "--max-tokens",
+        "8",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert_eq!(code(&o), 0, "{e}");
+
+    let table = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows[0].last(), Some(&"peak memory MiB"), "{table}");
+    let modes: Vec<&str> = rows[2..].iter().map(|r| r[0]).collect();
+    assert_eq!(modes, E2E_MODES, "{table}");
+    for row in &rows[2..] {
+        assert_eq!(row.len(), rows[0].len(), "{table}");
+        // A figure where the kernel's peak could be reset, else "n/a".
+        let peak = row.last().unwrap();
+        assert!(
+            *peak == "n/a" || peak.parse::<f64>().is_ok_and(|mib| mib > 0.0),
+            "{table}"
+        );
+    }
+
+    let chart = std::fs::read_to_string(&svg).expect("the chart is written");
+    assert!(
+        chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"),
+        "not an SVG: {}",
+        &chart[..chart.len().min(200)]
+    );
+    // The legend names each mode; the panels are there.
+    for name in E2E_MODES
+        .iter()
+        .chain(&["time per output token", "output tokens/s"])
+    {
+        assert!(
+            chart.lines().any(|l| l.trim() == *name),
+            "{name:?} not drawn in {}",
+            svg.display()
+        );
+    }
+    assert!(e.contains("plot -> "), "{e}");
 }

@@ -2,8 +2,12 @@
 //! token, and what jump-forward gives back. One model, fixed prompts (MaskBench
 //! schemas turned into requests), greedy decoding; only the mode changes:
 //! unconstrained (the `none` backend), constrained, constrained + jump-forward.
+//! Each mode's peak resident memory is its own: the kernel's high-water mark
+//! is reset before every request (Linux only; elsewhere the column says n/a).
+//! `--plot` draws the table's per-token figures as bars, one panel each.
 
 use super::inputs::collect_json_files;
+use super::plot::{self, BarPanel};
 use crate::common::{self, BadInput};
 use crate::generate::decoder::{self, DecodeOptions, Encoder, Sampling};
 use crate::generate::{self as generate_cmd, model::CandleModel};
@@ -33,6 +37,11 @@ pub struct E2eArgs {
     /// Output tokens per request at most.
     #[arg(long, default_value_t = 96)]
     pub max_tokens: usize,
+    /// Also draw the modes side by side into this SVG (time per output
+    /// token, output tokens/s, time to first token, forced share, validity,
+    /// peak memory).
+    #[arg(long)]
+    pub plot: Option<String>,
     /// MaskBench files or directories.
     #[arg(required = true)]
     pub inputs: Vec<String>,
@@ -58,6 +67,42 @@ struct Totals {
     /// Forward passes after the prompt's, and their time.
     passes: usize,
     model: Duration,
+    /// Each request's peak resident set, MiB; `None` where it could not be
+    /// reset or read.
+    peaks: Vec<Option<f64>>,
+}
+
+impl Totals {
+    fn output_tokens(&self) -> f64 {
+        self.tokens.max(1) as f64
+    }
+
+    fn forced_pct(&self) -> f64 {
+        100.0 * self.forced as f64 / self.output_tokens()
+    }
+
+    fn ttft_ms(&self) -> f64 {
+        self.ttft.as_secs_f64() * 1e3 / self.requests.max(1) as f64
+    }
+
+    fn ms_per_output_token(&self) -> f64 {
+        self.decode.as_secs_f64() * 1e3 / self.output_tokens()
+    }
+
+    fn output_tokens_per_s(&self) -> f64 {
+        self.output_tokens() / self.decode.as_secs_f64().max(1e-9)
+    }
+
+    fn valid_pct(&self) -> f64 {
+        100.0 * self.valid as f64 / self.requests.max(1) as f64
+    }
+
+    /// The mode's peak resident set: the largest of its requests', unknown
+    /// if any of them is (a max over part of the requests would understate it).
+    fn peak_mib(&self) -> Option<f64> {
+        let known: Vec<f64> = self.peaks.iter().copied().collect::<Option<_>>()?;
+        known.into_iter().reduce(f64::max)
+    }
 }
 
 const MODES: [(&str, bool, bool); 3] = [
@@ -67,6 +112,15 @@ const MODES: [(&str, bool, bool); 3] = [
 ];
 
 pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
+    if let Some(svg) = &args.plot {
+        // Before minutes of model time, not after. Appending leaves a chart
+        // from an earlier run intact until this one has its numbers.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(svg)
+            .map_err(|e| BadInput(format!("cannot write --plot {svg}: {e}")))?;
+    }
     let model_path = args
         .model
         .clone()
@@ -124,6 +178,7 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
     );
 
     let mut totals: Vec<Totals> = MODES.iter().map(|_| Totals::default()).collect();
+    let mut process_peak = vm_hwm_mib();
     for (id, schema, constraint) in &picked {
         let text = format!(
             "Reply with only a JSON object that matches this JSON Schema, no prose:\n{}",
@@ -133,6 +188,11 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
             .ok_or_else(|| BadInput(format!("{shown}: no ChatML template")))?;
         let validator = jsonschema::validator_for(schema)?;
         for (m, &(mode, constrained, jump)) in MODES.iter().enumerate() {
+            // The model is loaded and stays: each request's peak is measured
+            // from what is resident now. Reading before the reset keeps the
+            // process-wide peak exact.
+            process_peak = max_known(process_peak, vm_hwm_mib());
+            let reset = reset_vm_hwm();
             let t = Instant::now();
             let grammar = if constrained {
                 backend.compile(constraint)?
@@ -160,6 +220,8 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
                 &opts,
                 &mut |_| {},
             )?;
+            let peak = if reset { vm_hwm_mib() } else { None };
+            process_peak = max_known(process_peak, peak);
             let valid = serde_json::from_slice::<serde_json::Value>(&out.text)
                 .is_ok_and(|v| validator.is_valid(&v));
             let tot = &mut totals[m];
@@ -173,6 +235,7 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
             tot.compile += compile;
             tot.passes += out.forward_passes.saturating_sub(1);
             tot.model += out.model_time;
+            tot.peaks.push(peak);
             eprintln!(
                 "[e2e] {id} {mode}: {} tokens ({} forced), {:.1} tokens/s, {}",
                 out.tokens.len(),
@@ -185,35 +248,114 @@ pub fn run(args: &E2eArgs) -> anyhow::Result<u8> {
     }
 
     println!(
-        "| mode | requests | output tokens | forced share | TTFT mean ms | time per output token ms | output tokens/s | forward ms/step | mask µs/step | valid |"
+        "| mode | requests | output tokens | forced share | TTFT mean ms | time per output token ms | output tokens/s | forward ms/step | mask µs/step | valid | peak memory MiB |"
     );
-    println!("|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for (t, (mode, _, _)) in totals.iter().zip(MODES) {
-        let tokens = t.tokens.max(1) as f64;
         println!(
-            "| {mode} | {} | {} | {:.1}% | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {}/{} |",
+            "| {mode} | {} | {} | {:.1}% | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {}/{} | {} |",
             t.requests,
             t.tokens,
-            100.0 * t.forced as f64 / tokens,
-            t.ttft.as_secs_f64() * 1e3 / t.requests.max(1) as f64,
-            t.decode.as_secs_f64() * 1e3 / tokens,
-            tokens / t.decode.as_secs_f64().max(1e-9),
+            t.forced_pct(),
+            t.ttft_ms(),
+            t.ms_per_output_token(),
+            t.output_tokens_per_s(),
             t.model.as_secs_f64() * 1e3 / t.passes.max(1) as f64,
             t.mask.as_secs_f64() * 1e6 / (t.passes + t.requests).max(1) as f64,
             t.valid,
-            t.requests
+            t.requests,
+            t.peak_mib()
+                .map_or_else(|| "n/a".to_string(), |mib| format!("{mib:.0}"))
         );
     }
-    if let Some(peak) = peak_rss_mib() {
+    if let Some(peak) = max_known(process_peak, vm_hwm_mib()) {
         println!("\npeak resident memory of the process: {peak:.0} MiB");
+    }
+    if let Some(svg) = &args.plot {
+        let model_name = model_path
+            .file_name()
+            .map_or(shown.clone(), |n| n.to_string_lossy().into_owned());
+        let caption = format!(
+            "tokensieve bench e2e: {model_name}, {}, {} MaskBench schema{}, greedy, --max-tokens {}",
+            args.backend,
+            picked.len(),
+            if picked.len() == 1 { "" } else { "s" },
+            args.max_tokens
+        );
+        draw(svg, &caption, &totals).map_err(|e| BadInput(format!("cannot draw {svg}: {e}")))?;
+        eprintln!("plot -> {svg}");
     }
     Ok(0)
 }
 
-/// The process's peak resident set (Linux `VmHWM`).
-fn peak_rss_mib() -> Option<f64> {
+fn draw(svg: &str, caption: &str, totals: &[Totals]) -> Result<(), Box<dyn std::error::Error>> {
+    let each = |f: fn(&Totals) -> f64| totals.iter().map(|t| Some(f(t))).collect();
+    let panels = [
+        BarPanel {
+            title: "time per output token",
+            y_desc: "ms (lower is better)",
+            values: each(Totals::ms_per_output_token),
+            decimals: 1,
+            full_scale: None,
+        },
+        BarPanel {
+            title: "output tokens/s",
+            y_desc: "tokens/s (higher is better)",
+            values: each(Totals::output_tokens_per_s),
+            decimals: 1,
+            full_scale: None,
+        },
+        BarPanel {
+            title: "time to first token (mean)",
+            y_desc: "ms, prefill + compile",
+            values: each(Totals::ttft_ms),
+            decimals: 0,
+            full_scale: None,
+        },
+        BarPanel {
+            title: "forced tokens (jump-forward)",
+            y_desc: "% of output tokens",
+            values: each(Totals::forced_pct),
+            decimals: 1,
+            full_scale: Some(100.0),
+        },
+        BarPanel {
+            title: "valid outputs (jsonschema)",
+            y_desc: "% of requests",
+            values: each(Totals::valid_pct),
+            decimals: 0,
+            full_scale: Some(100.0),
+        },
+        BarPanel {
+            title: "peak resident memory",
+            y_desc: "MiB, model included",
+            values: totals.iter().map(Totals::peak_mib).collect(),
+            decimals: 0,
+            full_scale: None,
+        },
+    ];
+    let modes: Vec<&str> = MODES.iter().map(|(mode, _, _)| *mode).collect();
+    plot::draw_bars(svg, caption, &modes, &panels)
+}
+
+/// The peak resident set since the process started or since the last
+/// [`reset_vm_hwm`] (Linux `VmHWM`), MiB.
+fn vm_hwm_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// Resets the peak resident set to the current one (Linux 4.0+: "5" to
+/// `/proc/self/clear_refs`); false where that is not possible.
+fn reset_vm_hwm() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn max_known(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }

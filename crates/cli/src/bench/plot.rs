@@ -1,6 +1,8 @@
-//! `bench report --plot`: the TBM and TTFM distributions of every engine as
-//! complementary CDFs on log-log axes (the fraction of samples at least x),
-//! so the tails — where engines differ most — are as visible as the medians.
+//! The SVG charts of `bench`. `bench report --plot`: the TBM and TTFM
+//! distributions of every engine as complementary CDFs on log-log axes (the
+//! fraction of samples at least x), so the tails — where engines differ most —
+//! are as visible as the medians. `bench e2e --plot`: one small bar chart per
+//! quantity, one bar per mode, since the quantities have different units.
 
 use super::report::Summary;
 use plotters::prelude::*;
@@ -52,6 +54,100 @@ pub fn draw(path: &str, summaries: &[Summary]) -> DrawResult {
         0.0005,
     )?;
     root.present()?;
+    Ok(())
+}
+
+/// One panel of [`draw_bars`]: a quantity, one value per series (`None`:
+/// not measured, drawn as "n/a" rather than as a zero bar).
+#[cfg(feature = "generate")]
+pub struct BarPanel<'a> {
+    pub title: &'a str,
+    pub y_desc: &'a str,
+    pub values: Vec<Option<f64>>,
+    /// Decimals of the value written above each bar.
+    pub decimals: usize,
+    /// The axis's natural top (100 for a percentage), so that panels of
+    /// different runs compare at a glance; `None`: from the tallest bar.
+    pub full_scale: Option<f64>,
+}
+
+/// Panels of bars in rows of three under one caption and one legend that
+/// names every series (its colour is the same in every panel).
+#[cfg(feature = "generate")]
+pub fn draw_bars(path: &str, caption: &str, series: &[&str], panels: &[BarPanel]) -> DrawResult {
+    const COLUMNS: usize = 3;
+    let rows = panels.len().div_ceil(COLUMNS).max(1);
+    let height = 90 + 280 * rows as u32;
+    let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(caption, ("sans-serif", 20))?;
+    let (legend, grid) = root.split_vertically(40);
+    let style: TextStyle = ("sans-serif", 16).into();
+    let mut x = 20;
+    for (i, name) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        legend.draw(&Rectangle::new([(x, 12), (x + 16, 28)], color.filled()))?;
+        legend.draw(&Text::new(*name, (x + 22, 12), style.clone()))?;
+        let (width, _) = legend.estimate_text_size(name, &style)?;
+        x += 22 + width as i32 + 36;
+    }
+    for (area, panel) in grid.split_evenly((rows, COLUMNS)).iter().zip(panels) {
+        bar_panel(area, panel)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(feature = "generate")]
+fn bar_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    panel: &BarPanel,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let n = panel.values.len().max(1);
+    let tallest = panel.values.iter().flatten().fold(0.0f64, |a, &b| a.max(b));
+    let top = panel.full_scale.unwrap_or(tallest).max(tallest);
+    // Room above the tallest bar for its value.
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(panel.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(8)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..n as f64, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc(panel.y_desc)
+        .y_label_formatter(&|y| linear_label(*y))
+        .light_line_style(TRANSPARENT)
+        .draw()?;
+    let label = ("sans-serif", 15)
+        .into_font()
+        .into_text_style(area)
+        .pos(Pos::new(HPos::Center, VPos::Bottom));
+    for (i, value) in panel.values.iter().enumerate() {
+        let mid = i as f64 + 0.5;
+        let color = COLORS[i % COLORS.len()];
+        let text = match value {
+            Some(v) => {
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(mid - 0.35, 0.0), (mid + 0.35, *v)],
+                    color.filled(),
+                )))?;
+                format!("{v:.*}", panel.decimals)
+            }
+            None => "n/a".to_string(),
+        };
+        let at = value.unwrap_or(0.0);
+        chart.draw_series(std::iter::once(
+            EmptyElement::at((mid, at)) + Text::new(text, (0, -4), label.clone()),
+        ))?;
+    }
     Ok(())
 }
 
@@ -152,6 +248,17 @@ where
         .border_style(BLACK)
         .draw()?;
     Ok(())
+}
+
+/// A label of a linear axis: no exponents, no trailing ".0".
+#[cfg(feature = "generate")]
+fn linear_label(y: f64) -> String {
+    if y.fract() == 0.0 || y.abs() >= 100.0 {
+        format!("{y:.0}")
+    } else {
+        let s = format!("{y:.2}");
+        s.trim_end_matches('0').to_string()
+    }
 }
 
 fn short_number(x: f64) -> String {
