@@ -20,7 +20,7 @@
 //! | `type` (and type arrays), `enum`, `const` | alternation; constants in every whitespace spelling the policy allows, numbers also as `1`/`1.0` and Python's `1e-05` |
 //! | `properties`, `required` | members in declared order; optional members may be left out, with commas right for every subset |
 //! | `additionalProperties` | `false`: none; a schema: extra members after the declared ones, keys that are not declared names; `true`/absent: see below |
-//! | `patternProperties` | applied to the declared properties whose name matches; no extra members are generated (a subset) |
+//! | `patternProperties` | applied to the declared properties whose name matches; an object with one pattern and no named properties gets members whose (escape-free) keys match it; otherwise no extra members are generated (a subset) |
 //! | `propertyNames` | declared names that fail it are not generated; no extra members |
 //! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1` |
 //! | `dependentRequired`/`dependencies`/`dependentSchemas` | by splitting on whether the trigger is present |
@@ -106,6 +106,11 @@ pub struct LoweringLimits {
     /// Most rules of a context-free result ([`schema_to_grammar`]): one per
     /// recursive sub-schema, plus one for values of any depth. Default 4096.
     pub max_rules: usize,
+    /// Whether an object whose only member keys come from one
+    /// `patternProperties` pattern gets members with matching keys (else
+    /// none: a subset). Default true; a backend may turn it off to retry a
+    /// schema whose automaton the members make too big.
+    pub pattern_members: bool,
 }
 
 impl Default for LoweringLimits {
@@ -118,6 +123,7 @@ impl Default for LoweringLimits {
             max_enum_values: 10_000,
             max_schema_depth: 128,
             max_rules: 4096,
+            pattern_members: true,
         }
     }
 }

@@ -223,7 +223,27 @@ impl GrammarBackend for RegexFsmBackend {
     ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
         let started = Instant::now();
         let pattern = self.lower(constraint)?;
-        let compiled = self.compile_regex_from(&pattern, started, cancel);
+        let mut compiled = self.compile_regex_from(&pattern, started, cancel);
+        // Members generated for `patternProperties` make a schema's regex
+        // larger; where that is past the automaton limits, the schema
+        // without them (a subset, as before they were generated).
+        if let (Err(GrammarError::LimitExceeded { .. }), ConstraintSpec::JsonSchema(schema)) =
+            (&compiled, &constraint.spec)
+        {
+            let limits = json_schema::LoweringLimits {
+                pattern_members: false,
+                ..json_schema::LoweringLimits::default()
+            };
+            if let Ok(smaller) = json_schema::schema_to_regex_with_limits(
+                schema,
+                &constraint.options,
+                self.config.max_whitespace,
+                &limits,
+            ) && smaller != pattern
+            {
+                compiled = self.compile_regex_from(&smaller, started, cancel);
+            }
+        }
         // The regex of a grammar or structural tag is ours, not the user's:
         // an offset into it would point nowhere they can see.
         let ours = matches!(

@@ -222,3 +222,31 @@ fn a_cancelled_compilation_stops_with_cancelled() {
         .unwrap_err();
     assert!(matches!(e, GrammarError::Cancelled), "{e:?}");
 }
+
+/// Members for `patternProperties` grow a schema's automaton; past the DFA
+/// limits the schema is served without them (the smaller language from
+/// before they were generated), not refused.
+#[test]
+fn pattern_members_past_the_limits_fall_back_to_none() {
+    let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+    let schema = r#"{"type": "object", "patternProperties": {"^[a-z]{3,12}$": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99999}, "maxItems": 6}}, "additionalProperties": false}"#;
+    let accepts = |backend: &RegexFsmBackend, text: &str| {
+        let mut m = backend
+            .compile(&Constraint::json_schema(schema))
+            .unwrap()
+            .matcher();
+        m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    };
+    let roomy = RegexFsmBackend::new(vocab.clone(), RegexFsmConfig::default());
+    assert!(accepts(&roomy, r#"{"abc": [1, 2]}"#));
+    assert!(accepts(&roomy, "{}"));
+    let tight = RegexFsmBackend::new(
+        vocab,
+        RegexFsmConfig {
+            max_dfa_states: 60,
+            ..Default::default()
+        },
+    );
+    assert!(!accepts(&tight, r#"{"abc": [1, 2]}"#));
+    assert!(accepts(&tight, "{}"));
+}

@@ -631,12 +631,11 @@ impl<'a> Lowerer<'a> {
         excluded: &[String],
         level: u32,
     ) -> Result<Option<Lang>, GrammarError> {
-        if m.no_extras
-            || m.max_props.is_some()
-            || !m.property_names.is_empty()
-            || m.obj_parts.iter().any(|p| !p.pattern_props.is_empty())
-        {
+        if m.no_extras || m.max_props.is_some() || !m.property_names.is_empty() {
             return Ok(None);
+        }
+        if m.obj_parts.iter().any(|p| !p.pattern_props.is_empty()) {
+            return self.pattern_member(m, excluded, level);
         }
         let mut nodes = Vec::new();
         let mut trivial = true;
@@ -672,6 +671,57 @@ impl<'a> Lowerer<'a> {
             return Ok(None);
         }
         let key = rx::seq([Lang::lit("\""), key_complement(excluded), Lang::lit("\"")]);
+        Ok(Some(self.layout.member(key, value)))
+    }
+
+    /// Members whose keys match the one `patternProperties` pattern of an
+    /// object that names no property: `"key": value`, the key in the
+    /// pattern's language (characters that need no escape, so the decoded
+    /// key is the written one), the value under the pattern's schema. A
+    /// subset: keys that match no pattern are not generated, and neither
+    /// is anything for several patterns or named properties, whose keys
+    /// would need the patterns' intersections and differences.
+    fn pattern_member(
+        &mut self,
+        m: &Merged<'a>,
+        excluded: &[String],
+        level: u32,
+    ) -> Result<Option<Lang>, GrammarError> {
+        let [part] = m.obj_parts.as_slice() else {
+            return Ok(None);
+        };
+        if !self.limits.pattern_members {
+            return Ok(None);
+        }
+        let [(pattern, node)] = part.pattern_props.as_slice() else {
+            return Ok(None);
+        };
+        if !excluded.is_empty() || !part.props.is_empty() {
+            return Ok(None);
+        }
+        let Ok(search) = SearchPattern::parse(pattern) else {
+            return Ok(None);
+        };
+        if self
+            .check_repeat(u64::from(search.max_repeat()), &node.ptr)
+            .is_err()
+        {
+            return Ok(None);
+        }
+        let Ok(key) = search.lower(Universe::JsonUnescaped, 0, None) else {
+            return Ok(None);
+        };
+        // A value schema the lowering cannot serve leaves these members out
+        // (the subset from before), rather than failing the whole schema.
+        let value = match self.lower_nodes(vec![node.clone()], level + 1) {
+            Ok(value) => value,
+            Err(GrammarError::Unsupported { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if key.is_never() || value.is_never() {
+            return Ok(None);
+        }
+        let key = rx::seq([Lang::lit("\""), key, Lang::lit("\"")]);
         Ok(Some(self.layout.member(key, value)))
     }
 

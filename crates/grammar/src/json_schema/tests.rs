@@ -748,6 +748,40 @@ fn unconstrained_values_are_bounded_json() {
 }
 
 #[test]
+fn pattern_properties_alone_generate_members_with_matching_keys() {
+    let schema = json!({
+        "type": "object",
+        "patternProperties": {"^[a-f0-9]{4}$": {"type": "integer"}},
+        "additionalProperties": false,
+        "minProperties": 1
+    });
+    check(
+        schema,
+        &[r#"{"ab12":1}"#, r#"{"ab12": 1, "0000": -3}"#],
+        &[
+            "{}",
+            r#"{"ab1":1}"#,
+            r#"{"ab12":"1"}"#,
+            r#"{"abcd5":1}"#,
+            r#"{"AB12":1}"#,
+        ],
+    );
+    // Unanchored: a key that contains a match.
+    check(
+        json!({"patternProperties": {"x": {"type": "boolean"}}, "additionalProperties": false}),
+        &["{}", r#"{"axb":true}"#],
+        &[r#"{"ab":true}"#, r#"{"x":1}"#],
+    );
+    // Several patterns, or named properties beside one: no pattern members
+    // (their keys would need intersections), only the named ones.
+    check(
+        json!({"properties": {"id": {"type": "integer"}}, "patternProperties": {"^a": {"type": "string"}}, "additionalProperties": false}),
+        &["{}", r#"{"id":1}"#],
+        &[r#"{"ab":"x"}"#],
+    );
+}
+
+#[test]
 fn integral_constants_of_integer_only_schemas_are_spelled_as_integers() {
     // Draft 4 calls `1.0` no integer; `1` is one in every draft.
     check(
