@@ -315,6 +315,18 @@ fn sentences_and_near_misses_never_yield_an_invalid_output() {
         ("mutual", MUTUAL),
         ("open_object", OPEN_OBJECT),
         ("any", "{}"),
+        (
+            "if_then_else",
+            r#"{"type": "object", "properties": {"kind": {"enum": ["a", "b", "c"]}, "n": {"type": "integer"}},
+                "if": {"properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+                "then": {"properties": {"n": {"minimum": 5}}, "required": ["n"]},
+                "else": {"properties": {"n": {"maximum": -5}}}}"#,
+        ),
+        (
+            "not_strings",
+            r#"{"type": "object", "properties": {"s": {"type": "string", "not": {"enum": ["ab", "a", "b\"c"]}},
+                "t": {"if": {"type": "string"}, "then": {"not": {"const": "x"}}, "else": {"type": "boolean"}}}}"#,
+        ),
     ];
     for (i, (name, schema)) in hand.iter().enumerate() {
         match differential(name, schema, 60, 7 + i as u64) {

@@ -117,6 +117,15 @@ pub(crate) struct Disjunction<'a> {
     pub ptr: String,
 }
 
+/// `if`/`then`/`else`: `(if ∧ then) ∨ (¬if ∧ else)`, a missing branch being
+/// `true`.
+#[derive(Clone, Debug)]
+pub(crate) struct Conditional<'a> {
+    pub condition: Node<'a>,
+    pub then: Option<Node<'a>>,
+    pub otherwise: Option<Node<'a>>,
+}
+
 /// Everything a conjunction of sub-schemas says, merged.
 #[derive(Clone, Debug)]
 pub(crate) struct Merged<'a> {
@@ -133,6 +142,9 @@ pub(crate) struct Merged<'a> {
     pub len_ptr: String,
     pub patterns: Vec<(&'a str, String)>,
     pub formats: Vec<(&'a str, String)>,
+    /// String values excluded (by `not`, or a failed `if`), with the
+    /// pointer of the keyword that excluded them.
+    pub not_strings: Vec<(&'a str, String)>,
     // numbers
     pub lower: Vec<Bound<'a>>,
     pub upper: Vec<Bound<'a>>,
@@ -159,6 +171,7 @@ pub(crate) struct Merged<'a> {
     // combinators
     pub nots: Vec<Node<'a>>,
     pub disjunctions: Vec<Disjunction<'a>>,
+    pub conditionals: Vec<Conditional<'a>>,
 }
 
 impl<'a> Merged<'a> {
@@ -171,6 +184,7 @@ impl<'a> Merged<'a> {
             && self.max_len.is_none()
             && self.patterns.is_empty()
             && self.formats.is_empty()
+            && self.not_strings.is_empty()
             && self.lower.is_empty()
             && self.upper.is_empty()
             && self.multiple_of.is_empty()
@@ -190,6 +204,7 @@ impl<'a> Merged<'a> {
             && self.contains.is_none()
             && self.nots.is_empty()
             && self.disjunctions.is_empty()
+            && self.conditionals.is_empty()
     }
 
     pub(crate) fn new(base: usize) -> Self {
@@ -203,6 +218,7 @@ impl<'a> Merged<'a> {
             len_ptr: String::new(),
             patterns: Vec::new(),
             formats: Vec::new(),
+            not_strings: Vec::new(),
             lower: Vec::new(),
             upper: Vec::new(),
             multiple_of: Vec::new(),
@@ -223,6 +239,7 @@ impl<'a> Merged<'a> {
             contains: None,
             nots: Vec::new(),
             disjunctions: Vec::new(),
+            conditionals: Vec::new(),
         }
     }
 }
@@ -1102,7 +1119,12 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 "if" if obj.contains_key("then") || obj.contains_key("else") => {
-                    return Err(GrammarError::unsupported_at(ptr, "`if`/`then`/`else`"));
+                    m.constrained = true;
+                    m.conditionals.push(Conditional {
+                        condition: node.child(v, "if"),
+                        then: obj.get("then").map(|t| node.child(t, "then")),
+                        otherwise: obj.get("else").map(|e| node.child(e, "else")),
+                    });
                 }
                 // `$ref` is handled by the caller; `then`/`else` without `if`,
                 // `minContains`/`maxContains` without `contains`, annotations
@@ -1122,6 +1144,9 @@ impl<'a> Lowerer<'a> {
     /// The language of a merged conjunction: distributes over its
     /// disjunctions, then dispatches on types.
     pub fn lower_merged(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        if let Some(conditional) = m.conditionals.pop() {
+            return self.lower_conditional(m, conditional, level);
+        }
         if m.disjunctions.is_empty() {
             return self.lower_simple(m, level);
         }
@@ -1184,6 +1209,39 @@ impl<'a> Lowerer<'a> {
         let lang = rx::alt(alternatives);
         self.check(&lang, &disjunction.ptr)?;
         Ok(lang)
+    }
+
+    /// `m ∧ ((if ∧ then) ∨ (¬if ∧ else))`. The two cases are disjoint and
+    /// their union is exact; `¬if` goes through [`Lowerer::negate`], which
+    /// may only narrow it (a case it cannot express is dropped).
+    fn lower_conditional(
+        &mut self,
+        m: Merged<'a>,
+        conditional: Conditional<'a>,
+        level: u32,
+    ) -> Result<Lang, GrammarError> {
+        let mut alternatives = Vec::new();
+        let saved = self.ref_stack.len();
+        let mut holds = m.clone();
+        let mut satisfiable = self.expand(&mut holds, conditional.condition.clone())?;
+        if satisfiable && let Some(then) = conditional.then {
+            satisfiable = self.expand(&mut holds, then)?;
+        }
+        if satisfiable {
+            alternatives.push(self.lower_merged(holds, level)?);
+        }
+        self.ref_stack.truncate(saved);
+        let mut fails = m;
+        fails.nots.push(conditional.condition);
+        let mut satisfiable = true;
+        if let Some(otherwise) = conditional.otherwise {
+            satisfiable = self.expand(&mut fails, otherwise)?;
+        }
+        if satisfiable {
+            alternatives.push(self.lower_merged(fails, level)?);
+        }
+        self.ref_stack.truncate(saved);
+        Ok(rx::alt(alternatives))
     }
 
     /// One branch of a disjunction conjoined with the rest, and (for `oneOf`)
@@ -1433,10 +1491,38 @@ impl<'a> Lowerer<'a> {
                 };
                 if let Some(values) = &mut m.enum_vals {
                     values.retain(|x| !excluded.iter().any(|e| super::layout::json_eq(x, e)));
-                } else if excluded.iter().any(|x| m.types & kind_of(x) != 0) {
-                    return Ok(None);
+                    return Ok(Some(vec![m]));
                 }
-                vec![m]
+                // Without an enum to filter: null and strings are excluded
+                // by type and by a complement regex, one boolean by a case
+                // that is the other; numbers and containers cannot be.
+                let (mut no_true, mut no_false) = (false, false);
+                let live: Vec<&Value> = excluded
+                    .into_iter()
+                    .filter(|x| m.types & kind_of(x) != 0)
+                    .collect();
+                for x in live {
+                    match x {
+                        Value::Null => m.types &= !NULL,
+                        Value::Bool(b) => *(if *b { &mut no_true } else { &mut no_false }) = true,
+                        Value::String(s) => m.not_strings.push((s.as_str(), ptr.to_string())),
+                        _ => return Ok(None),
+                    }
+                }
+                if no_true && no_false {
+                    m.types &= !BOOLEAN;
+                }
+                if no_true != no_false {
+                    static TRUE: Value = Value::Bool(true);
+                    static FALSE: Value = Value::Bool(false);
+                    let mut other = m.clone();
+                    other.types &= BOOLEAN;
+                    other.enum_vals = Some(vec![if no_true { &FALSE } else { &TRUE }]);
+                    m.types &= !BOOLEAN;
+                    vec![m, other]
+                } else {
+                    vec![m]
+                }
             }
             "required" => {
                 let Value::Array(names) = v else {

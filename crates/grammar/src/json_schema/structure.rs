@@ -62,6 +62,74 @@ fn is_trivial(v: &Value) -> bool {
     }
 }
 
+/// The bodies of JSON strings whose value is none of `words`: a walk of the
+/// words' trie that either stops where no word ends, or leaves the trie with
+/// a character no word continues with (then anything may follow). Characters
+/// on the trie are spelled one way (raw, or the escape `serde_json` writes),
+/// and a `\u` escape is offered only once off the trie: a string spelling a
+/// trie character that way is refused, a narrower language, never a wider.
+pub(crate) fn string_complement(words: &[&str]) -> Lang {
+    #[derive(Default)]
+    struct Trie {
+        end: bool,
+        next: std::collections::BTreeMap<char, Trie>,
+    }
+    let mut root = Trie::default();
+    for word in words {
+        let mut node = &mut root;
+        for c in word.chars() {
+            node = node.next.entry(c).or_default();
+        }
+        node.end = true;
+    }
+    fn walk(node: &Trie) -> Lang {
+        let any = rx::repeat(Lang::atom(STRING_CHAR, 5), 0, None);
+        if node.next.is_empty() {
+            // Past a leaf every continuation differs from every word.
+            return if node.end {
+                rx::repeat(Lang::atom(STRING_CHAR, 5), 1, None)
+            } else {
+                any
+            };
+        }
+        let mut alternatives = Vec::new();
+        if !node.end {
+            alternatives.push(Lang::empty());
+        }
+        let mut raw = String::from(r#"[^"\\\x00-\x1F"#);
+        for c in node.next.keys() {
+            raw.push_str(&format!("\\x{{{:X}}}", u32::from(*c)));
+        }
+        raw.push(']');
+        let escapes: String = [
+            ('"', '"'),
+            ('\\', '\\'),
+            ('/', '/'),
+            ('b', '\u{8}'),
+            ('f', '\u{c}'),
+            ('n', '\n'),
+            ('r', '\r'),
+            ('t', '\t'),
+        ]
+        .iter()
+        .filter(|(_, decoded)| !node.next.contains_key(decoded))
+        .map(|(e, _)| regex_syntax::escape(&e.to_string()))
+        .collect();
+        let mut leave = Lang::atom(raw, 1);
+        if !escapes.is_empty() {
+            leave = rx::alt([leave, Lang::atom(format!("\\\\[{escapes}]"), 2)]);
+        }
+        alternatives.push(rx::seq([leave, any]));
+        for (c, child) in &node.next {
+            let spelled = serde_json::to_string(&c.to_string()).expect("a string serializes");
+            let spelled = &spelled[1..spelled.len() - 1];
+            alternatives.push(rx::seq([Lang::lit(spelled), walk(child)]));
+        }
+        rx::alt(alternatives)
+    }
+    walk(&root)
+}
+
 impl<'a> Lowerer<'a> {
     pub(crate) fn lower_string(&mut self, m: &Merged<'a>) -> Result<Lang, GrammarError> {
         let quote = Lang::lit("\"");
@@ -106,6 +174,16 @@ impl<'a> Lowerer<'a> {
                 ));
             };
             constraints.push((lang, ptr.clone()));
+        }
+        if let Some((_, ptr)) = m.not_strings.first() {
+            if !constraints.is_empty() || min > 0 || max.is_some() {
+                return Err(GrammarError::unsupported_at(
+                    ptr,
+                    "excluding string values (by `not` or `if`) together with a pattern, format or length",
+                ));
+            }
+            let words: Vec<&str> = m.not_strings.iter().map(|(w, _)| *w).collect();
+            return Ok(rx::seq([quote.clone(), string_complement(&words), quote]));
         }
         let content = match constraints.len() {
             0 => {

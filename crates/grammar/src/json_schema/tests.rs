@@ -573,6 +573,30 @@ fn not() {
         &["3", "4"],
     );
     unsupported_at(json!({"type": "string", "not": {"pattern": "a"}}), "/not");
+    // String constants are excluded by a complement; the first characters of
+    // the words are spelled one way only.
+    check(
+        json!({"type": "string", "not": {"enum": ["US", "U", "a\"b"]}}),
+        &[
+            r#""""#,
+            r#""UK""#,
+            r#""USA""#,
+            r#""X""#,
+            r#""a\nb""#,
+            r#""Ub""#,
+            r#""x\u0041""#,
+        ],
+        &[r#""US""#, r#""U""#, r#""a\"b""#, r#""\u0055S""#, "1"],
+    );
+    check(
+        json!({"not": {"enum": [true, null, "x"]}}),
+        &["false", "1", r#""y""#, "[]"],
+        &["true", "null", r#""x""#],
+    );
+    unsupported_at(
+        json!({"type": "string", "maxLength": 3, "not": {"const": "a"}}),
+        "/not/const",
+    );
     assert!(matches!(
         error(json!({"not": {}})),
         GrammarError::InvalidSchema { .. }
@@ -632,8 +656,48 @@ fn malformed_schemas_are_errors_with_pointers() {
     invalid_at(json!({"properties": {"a": 3}}), "/properties/a");
     invalid_at(json!({"required": "a"}), "/required");
     unsupported_at(
-        json!({"if": {"type": "string"}, "then": {"minLength": 1}}),
-        "/if",
+        json!({"properties": {"a": {"type": "string", "not": {"pattern": "a"}}}}),
+        "/properties/a/not",
+    );
+}
+
+#[test]
+fn if_then_else() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"country": {"type": "string"}, "code": {"type": "string"}},
+        "if": {"properties": {"country": {"const": "US"}}, "required": ["country"]},
+        "then": {"properties": {"code": {"pattern": "^[0-9]{5}$"}}},
+        "else": {"properties": {"code": {"pattern": "^[A-Z][0-9][A-Z]$"}}}
+    });
+    let accept = [
+        r#"{"country":"US","code":"12345"}"#,
+        r#"{"country":"CA","code":"K1A"}"#,
+        r#"{"code":"K1A"}"#,
+        r#"{"country":"US"}"#,
+    ];
+    let reject = [
+        r#"{"country":"US","code":"K1A"}"#,
+        r#"{"country":"CA","code":"12345"}"#,
+        r#"{"code":"12345"}"#,
+    ];
+    check(schema.clone(), &accept, &reject);
+    check_cf(schema, &accept, &reject);
+    // A missing branch is `true`.
+    check(
+        json!({"if": {"type": "integer"}, "then": {"minimum": 10}}),
+        &["10", "\"a\"", "1.5", "null"],
+        &["9"],
+    );
+    check(
+        json!({"type": "integer", "if": {"minimum": 10}, "else": {"maximum": 3}}),
+        &["10", "11", "3", "-4"],
+        &["5", "9"],
+    );
+    // `if` whose negation cannot be written: an error naming it.
+    unsupported_at(
+        json!({"type": "string", "if": {"pattern": "a"}, "then": {"maxLength": 3}}),
+        "/if/pattern",
     );
 }
 
