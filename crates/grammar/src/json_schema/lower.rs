@@ -24,6 +24,10 @@ pub(crate) const ALL_TYPES: u8 = 127;
 /// A JSON string, any content (escapes included, no lone surrogates).
 pub(crate) const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))"#;
 
+/// Regex length from which a definition reached by a plain `$ref` becomes a
+/// rule of the context-free result instead of being written in place.
+const SHARED_RULE_MIN_LEN: usize = 1024;
+
 /// Most rules the context-free result may have: the placeholder characters
 /// of plane 15 ([`crate::compose::placeholder`]).
 const MAX_PLACEHOLDERS: usize = 0xFFFE;
@@ -580,6 +584,14 @@ impl<'a> Lowerer<'a> {
     /// In context-free mode, a node that is only a `$ref` (and annotations)
     /// to a sub-schema already being expanded: the target's rule.
     fn recursive_ref(&self, node: &Node<'a>) -> Result<Option<String>, GrammarError> {
+        Ok(self
+            .pure_ref(node)?
+            .map(|(_, target_ptr)| target_ptr)
+            .filter(|target_ptr| self.ref_stack.contains(target_ptr)))
+    }
+
+    /// The target of a node that is only a `$ref` (and annotations).
+    fn pure_ref(&self, node: &Node<'a>) -> Result<Option<(&'a Value, String)>, GrammarError> {
         let Some(obj) = node.v.as_object() else {
             return Ok(None);
         };
@@ -592,8 +604,32 @@ impl<'a> Lowerer<'a> {
         {
             return Ok(None);
         }
-        let (_, target_ptr) = self.resolve(reference, &node.at("$ref"))?;
-        Ok(self.ref_stack.contains(&target_ptr).then_some(target_ptr))
+        self.resolve(reference, &node.at("$ref")).map(Some)
+    }
+
+    /// In context-free mode, a node that is only a `$ref` to a sub-schema
+    /// whose language is big: the target's rule, so that each definition is
+    /// written once however many places use it (inlined, a schema that uses
+    /// its definitions many times grows past every regex limit).
+    fn shared_ref(&mut self, node: &Node<'a>, level: u32) -> Result<Option<Lang>, GrammarError> {
+        let Some((target, target_ptr)) = self.pure_ref(node)? else {
+            return Ok(None);
+        };
+        self.ref_stack.push(target_ptr.clone());
+        let lang = self.lower_nodes(
+            vec![Node {
+                v: target,
+                ptr: target_ptr.clone(),
+            }],
+            level,
+        );
+        self.ref_stack.pop();
+        let lang = lang?;
+        if lang.len() < SHARED_RULE_MIN_LEN {
+            return Ok(Some(lang));
+        }
+        self.rule_ref(RuleTarget::Schema(target_ptr), level, &node.ptr)
+            .map(Some)
     }
 
     /// The conjunction of `nodes` (a value valid under all of them), at
@@ -609,6 +645,13 @@ impl<'a> Lowerer<'a> {
             && let Some(target) = self.recursive_ref(&nodes[0])?
         {
             return self.rule_ref(RuleTarget::Schema(target), level_key, &nodes[0].ptr);
+        }
+        if self.unbounded()
+            && !self.layout.level_matters()
+            && nodes.len() == 1
+            && let Some(lang) = self.shared_ref(&nodes[0], level_key)?
+        {
+            return Ok(lang);
         }
         let cache_key = (nodes.len() == 1 && self.options.max_depth.is_none())
             .then(|| (nodes[0].ptr.clone(), level_key));
