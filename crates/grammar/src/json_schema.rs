@@ -31,13 +31,14 @@
 //! | `minimum`/`maximum`/`exclusive*`, `multipleOf` | exact digit ranges for integers; integer bounds for numbers (no exponent form), plus one inclusive positive non-integer `minimum` (compared digit by digit); `multipleOf` 1, 2, 5, 10^k |
 //! | `anyOf`, `allOf` | alternation; merging (distributing over `anyOf`/`oneOf`) |
 //! | `oneOf` | alternation when the branches are provably disjoint (by type, constant values, a required discriminator property, closed property sets or `^literal` pattern prefixes); otherwise each overlapping branch `B_i` is restricted to `B_i ∧ ¬B_j` for the branches it may overlap, when those negations are exact (no keyword's negation dropped); an error otherwise |
-//! | `not` | of `{}`/`true`, `type`, `enum`/`const` over a finite set, `required`, `properties` (some member present with a value its schema rejects), bounds and lengths, `anyOf`/`allOf`/`not`/`$ref` of those |
-//! | `$ref` (`#`, `#/json/pointer`, `$defs`, `definitions`) | inlined; recursion is an error unless `max_depth` bounds its unfolding |
+//! | `if`/`then`/`else` | `(if ∧ then) ∨ (¬if ∧ else)`, the negation as for `not` |
+//! | `not` | of `{}`/`true`, `type`, `enum`/`const` (over a finite set, or excluding null, a boolean or strings: a complement of the strings' trie whose characters are spelled one way), `required`, `properties` (some member present with a value its schema rejects), bounds and lengths, `anyOf`/`allOf`/`not`/`$ref` of those |
+//! | `$ref` (`#`, `#/json/pointer`, `$defs`, `definitions`) | inlined; recursion is an error unless `max_depth` bounds its unfolding. Context-free mode: recursion, and a plain `$ref` to a definition whose regex is 1 KiB or more, become rules |
 //!
 //! Annotations (`title`, `description`, `default`, `examples`, `$comment`,
 //! `deprecated`, `readOnly`, ...) and unknown keywords are ignored.
-//! `uniqueItems: true` (unless at most one item), `contains`, `if`/`then`/`else`
-//! and `$dynamicRef` are errors.
+//! `uniqueItems: true` (unless at most one item), `contains` and `$dynamicRef`
+//! are errors.
 //!
 //! # Decisions where the specification leaves room
 //!
