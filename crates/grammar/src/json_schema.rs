@@ -22,7 +22,7 @@
 //! | `additionalProperties` | `false`: none; a schema: extra members after the declared ones, keys that are not declared names; `true`/absent: see below |
 //! | `patternProperties` | applied to the declared properties whose name matches; an object with one pattern and no named properties gets members whose (escape-free) keys match it; otherwise no extra members are generated (a subset) |
 //! | `propertyNames` | declared names that fail it are not generated; no extra members |
-//! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1` |
+//! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1`; `maxProperties` also as a count of the extra members of an object that declares none (else extras are off under it) |
 //! | `dependentRequired`/`dependencies`/`dependentSchemas` | by splitting on whether the trigger is present |
 //! | `items`, `prefixItems`, `additionalItems`, `minItems`, `maxItems`, `unevaluatedItems` | counted repetitions |
 //! | `minLength`/`maxLength` | counted characters (an escape is one character) |

@@ -644,7 +644,21 @@ impl<'a> Lowerer<'a> {
         }
         let mut excluded = names.clone();
         excluded.extend(m.forbidden.iter().cloned());
-        let extra = self.extra_member(m, &excluded, level)?;
+        // Under `maxProperties`, extra members only where no member is
+        // declared: then their count alone is bounded (a repeated key only
+        // lowers the count).
+        let (extras_allowed, max_extras) = match &m.max_props {
+            None => (true, None),
+            Some((n, ptr)) if names.is_empty() && *n > 0 => {
+                (true, Some(self.check_repeat(*n - 1, ptr)?))
+            }
+            Some(_) => (false, None),
+        };
+        let extra = if extras_allowed {
+            self.extra_member(m, &excluded, level)?
+        } else {
+            None
+        };
         let required_count = items.iter().filter(|(_, r)| *r).count() as u64;
         let mut nonempty = false;
         if let Some((n, ptr)) = &m.min_props
@@ -675,7 +689,7 @@ impl<'a> Lowerer<'a> {
         let extras = extra.map(|member| {
             rx::seq([
                 member.clone(),
-                rx::repeat(rx::seq([sep.clone(), member]), 0, None),
+                rx::repeat(rx::seq([sep.clone(), member]), 0, max_extras),
             ])
         });
         let (body, optional) = match (items.is_empty(), extras) {
@@ -709,7 +723,7 @@ impl<'a> Lowerer<'a> {
         excluded: &[String],
         level: u32,
     ) -> Result<Option<Lang>, GrammarError> {
-        if m.no_extras || m.max_props.is_some() || !m.property_names.is_empty() {
+        if m.no_extras || !m.property_names.is_empty() {
             return Ok(None);
         }
         if m.obj_parts.iter().any(|p| !p.pattern_props.is_empty()) {

@@ -950,3 +950,24 @@ fn context_free_mode_errors_name_where() {
     let e = schema_to_grammar(&two.to_string(), &SpecOptions::default(), 2, &limits).unwrap_err();
     assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
 }
+
+#[test]
+fn max_properties_bounds_extra_members_of_an_object_that_declares_none() {
+    let schema =
+        json!({"type": "object", "maxProperties": 2, "additionalProperties": {"type": "integer"}});
+    let accept = ["{}", r#"{"a":1}"#, r#"{"a":1,"b":2}"#];
+    let reject = [r#"{"a":1,"b":2,"c":3}"#, r#"{"a":"x"}"#];
+    check(schema.clone(), &accept, &reject);
+    check_cf(schema, &accept, &reject);
+    check_cf(
+        json!({"maxProperties": 1, "minProperties": 1}),
+        &[r#"{"a":[1,{"b":null}]}"#],
+        &["{}", r#"{"a":1,"b":2}"#],
+    );
+    // Declared members keep extras off (a subset).
+    check(
+        json!({"properties": {"a": {}}, "maxProperties": 2, "additionalProperties": {"type": "integer"}}),
+        &[r#"{"a":1}"#, "{}"],
+        &[r#"{"b":1}"#],
+    );
+}
