@@ -87,6 +87,46 @@ const OPEN_OBJECT: &str = r#"{
   "required": ["id"]
 }"#;
 
+/// `contains` with both bounds: counted items and their negation.
+const CONTAINS_BOUNDED: &str = r#"{
+  "type": "array",
+  "items": {"type": ["integer", "boolean", "null"]},
+  "contains": {"const": 1},
+  "minContains": 1,
+  "maxContains": 2
+}"#;
+
+/// `contains` at least twice, after a tuple prefix, inside an object.
+const CONTAINS_PREFIX: &str = r#"{
+  "type": "object",
+  "properties": {
+    "xs": {
+      "type": "array",
+      "prefixItems": [{"type": "string"}],
+      "items": {"type": "integer"},
+      "contains": {"minimum": 5},
+      "minContains": 2,
+      "maxItems": 6
+    }
+  },
+  "required": ["xs"],
+  "additionalProperties": false
+}"#;
+
+/// `uniqueItems` over constants (1 and 1.0 are one value).
+const UNIQUE_CONSTANTS: &str = r#"{
+  "type": "array",
+  "items": {"enum": [1, 1.0, 2, "a", null, true, {"k": [1]}]},
+  "uniqueItems": true
+}"#;
+
+/// `uniqueItems` over a tuple of booleans.
+const UNIQUE_TUPLE: &str = r#"{
+  "prefixItems": [{"type": "boolean"}, {"type": "boolean"}],
+  "items": false,
+  "uniqueItems": true
+}"#;
+
 fn nested_tree(depth: usize) -> String {
     let mut text = r#"{"value": 0}"#.to_string();
     for i in 1..=depth {
@@ -327,6 +367,10 @@ fn sentences_and_near_misses_never_yield_an_invalid_output() {
             r#"{"type": "object", "properties": {"s": {"type": "string", "not": {"enum": ["ab", "a", "b\"c"]}},
                 "t": {"if": {"type": "string"}, "then": {"not": {"const": "x"}}, "else": {"type": "boolean"}}}}"#,
         ),
+        ("contains_bounded", CONTAINS_BOUNDED),
+        ("contains_prefix", CONTAINS_PREFIX),
+        ("unique_constants", UNIQUE_CONSTANTS),
+        ("unique_tuple", UNIQUE_TUPLE),
     ];
     for (i, (name, schema)) in hand.iter().enumerate() {
         match differential(name, schema, 60, 7 + i as u64) {

@@ -25,6 +25,8 @@
 //! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1`; `maxProperties` also as a count of the extra members of an object that declares none (else extras are off under it) |
 //! | `dependentRequired`/`dependencies`/`dependentSchemas` | by splitting on whether the trigger is present |
 //! | `items`, `prefixItems`, `additionalItems`, `minItems`, `maxItems`, `unevaluatedItems` | counted repetitions |
+//! | `contains`, `minContains`, `maxContains` | items counted left to right: counted items satisfy the item schema and `contains`, the others the item schema (and, under `maxContains`, `¬contains` as for `not`); with `prefixItems` and item counts |
+//! | `uniqueItems` | when every position takes a finite set of constants: the sequences of distinct values (JSON equality) |
 //! | `minLength`/`maxLength` | counted characters (an escape is one character) |
 //! | `pattern` | ECMA-262 with search semantics, restricted to characters needing no JSON escape (see `ecma`) |
 //! | `format` | `date-time`, `date`, `time`, `uuid`, `email`, `hostname`, `uri`, `ipv4` enforced; others are annotations |
@@ -37,8 +39,8 @@
 //!
 //! Annotations (`title`, `description`, `default`, `examples`, `$comment`,
 //! `deprecated`, `readOnly`, ...) and unknown keywords are ignored.
-//! `uniqueItems: true` (unless at most one item), `contains` and `$dynamicRef`
-//! are errors.
+//! `uniqueItems: true` (unless at most one item, or over small sets of
+//! constants) and `$dynamicRef` are errors.
 //!
 //! # Decisions where the specification leaves room
 //!

@@ -114,6 +114,15 @@ pub(crate) enum Dependency<'a> {
     Schema(Node<'a>),
 }
 
+/// A `contains` keyword with its bounds: at least `min` and at most `max`
+/// items satisfy `node`.
+#[derive(Clone, Debug)]
+pub(crate) struct Contains<'a> {
+    pub node: Node<'a>,
+    pub min: u64,
+    pub max: Option<u64>,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Disjunction<'a> {
     pub one_of: bool,
@@ -171,7 +180,7 @@ pub(crate) struct Merged<'a> {
     pub max_items: Option<u64>,
     pub items_ptr: String,
     pub unique_items: Option<String>,
-    pub contains: Option<String>,
+    pub contains: Vec<Contains<'a>>,
     // combinators
     pub nots: Vec<Node<'a>>,
     pub disjunctions: Vec<Disjunction<'a>>,
@@ -205,7 +214,7 @@ impl<'a> Merged<'a> {
             && self.min_items == 0
             && self.max_items.is_none()
             && self.unique_items.is_none()
-            && self.contains.is_none()
+            && self.contains.is_empty()
             && self.nots.is_empty()
             && self.disjunctions.is_empty()
             && self.conditionals.is_empty()
@@ -240,7 +249,7 @@ impl<'a> Merged<'a> {
             max_items: None,
             items_ptr: String::new(),
             unique_items: None,
-            contains: None,
+            contains: Vec::new(),
             nots: Vec::new(),
             disjunctions: Vec::new(),
             conditionals: Vec::new(),
@@ -1115,10 +1124,18 @@ impl<'a> Lowerer<'a> {
                     }
                 },
                 "contains" => {
-                    let min_contains = obj.get("minContains").and_then(Value::as_u64);
-                    if min_contains != Some(0) || obj.contains_key("maxContains") {
+                    let bound =
+                        |k: &str| obj.get(k).map(|b| non_negative(b, &node.at(k))).transpose();
+                    let min = bound("minContains")?.unwrap_or(1);
+                    let max = bound("maxContains")?;
+                    // `minContains: 0` and no `maxContains`: every array.
+                    if min > 0 || max.is_some() {
                         m.constrained = true;
-                        m.contains = Some(ptr);
+                        m.contains.push(Contains {
+                            node: Node { v, ptr },
+                            min,
+                            max,
+                        });
                     }
                 }
                 "not" => {
@@ -1534,37 +1551,9 @@ impl<'a> Lowerer<'a> {
                 };
                 if let Some(values) = &mut m.enum_vals {
                     values.retain(|x| !excluded.iter().any(|e| super::layout::json_eq(x, e)));
-                    return Ok(Some(vec![m]));
-                }
-                // Without an enum to filter: null and strings are excluded
-                // by type and by a complement regex, one boolean by a case
-                // that is the other; numbers and containers cannot be.
-                let (mut no_true, mut no_false) = (false, false);
-                let live: Vec<&Value> = excluded
-                    .into_iter()
-                    .filter(|x| m.types & kind_of(x) != 0)
-                    .collect();
-                for x in live {
-                    match x {
-                        Value::Null => m.types &= !NULL,
-                        Value::Bool(b) => *(if *b { &mut no_true } else { &mut no_false }) = true,
-                        Value::String(s) => m.not_strings.push((s.as_str(), ptr.to_string())),
-                        _ => return Ok(None),
-                    }
-                }
-                if no_true && no_false {
-                    m.types &= !BOOLEAN;
-                }
-                if no_true != no_false {
-                    static TRUE: Value = Value::Bool(true);
-                    static FALSE: Value = Value::Bool(false);
-                    let mut other = m.clone();
-                    other.types &= BOOLEAN;
-                    other.enum_vals = Some(vec![if no_true { &FALSE } else { &TRUE }]);
-                    m.types &= !BOOLEAN;
-                    vec![m, other]
-                } else {
                     vec![m]
+                } else {
+                    return Ok(exclude_values(m, &excluded, ptr));
                 }
             }
             "required" => {
@@ -1993,6 +1982,93 @@ fn type_mask(v: &Value, ptr: &str) -> Result<u8, GrammarError> {
         };
     }
     Ok(mask)
+}
+
+/// Most integers a negated `enum` may cut out of the numbers (one case per
+/// gap between them).
+const MAX_EXCLUDED_INTEGERS: usize = 16;
+
+/// `m` (which has no `enum` of its own) and none of the `excluded` values, as
+/// cases: the kinds no excluded value has; the remaining boolean; the
+/// numbers between excluded integers, as exclusive integer bounds. `None`
+/// when some excluded value cannot be cut out that way (a string, a
+/// non-integer, a container, or an integer where `m` already bounds the
+/// numbers).
+fn exclude_values<'a>(m: Merged<'a>, excluded: &[&'a Value], ptr: &str) -> Option<Vec<Merged<'a>>> {
+    static TRUE: Value = Value::Bool(true);
+    static FALSE: Value = Value::Bool(false);
+    let excluded: Vec<&'a Value> = excluded
+        .iter()
+        .copied()
+        .filter(|x| m.types & kind_of(x) != 0)
+        .collect();
+    let touched = excluded.iter().fold(0, |t, x| t | kind_of(x));
+    if touched & (OBJECT | ARRAY | FRACTION) != 0 {
+        return None;
+    }
+    let mut cases = Vec::new();
+    let mut untouched = m.clone();
+    // Strings stay, less the excluded ones (a complement regex).
+    untouched.types &= !(touched & !STRING);
+    for x in &excluded {
+        if let Value::String(s) = x {
+            untouched.not_strings.push((s.as_str(), ptr.to_string()));
+        }
+    }
+    if touched & INTEGER != 0 {
+        untouched.types &= !FRACTION;
+    }
+    cases.push(untouched);
+    if touched & BOOLEAN != 0 {
+        let left: Vec<&'a Value> = [&TRUE, &FALSE]
+            .into_iter()
+            .filter(|b| !excluded.contains(b))
+            .collect();
+        if !left.is_empty() {
+            let mut case = m.clone();
+            case.types &= BOOLEAN;
+            case.enum_vals = Some(left);
+            cases.push(case);
+        }
+    }
+    if touched & INTEGER != 0 {
+        if !m.lower.is_empty() || !m.upper.is_empty() || !m.multiple_of.is_empty() {
+            return None;
+        }
+        // Exclusive bounds on a `number` are served within this magnitude.
+        const LIMIT: f64 = 1e8;
+        let mut points: Vec<(f64, &'a Value)> = Vec::new();
+        for x in excluded.iter().copied().filter(|x| kind_of(x) == INTEGER) {
+            let f = x.as_f64()?;
+            if f.abs() > LIMIT {
+                return None;
+            }
+            points.push((f, x));
+        }
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        points.dedup_by(|a, b| a.0 == b.0);
+        if points.len() > MAX_EXCLUDED_INTEGERS {
+            return None;
+        }
+        let bound = |value: &'a Value| Bound {
+            value,
+            exclusive: true,
+            ptr: ptr.to_string(),
+        };
+        for gap in 0..=points.len() {
+            let mut case = m.clone();
+            case.types &= INTEGER | FRACTION;
+            case.constrained = true;
+            if gap > 0 {
+                case.lower.push(bound(points[gap - 1].1));
+            }
+            if gap < points.len() {
+                case.upper.push(bound(points[gap].1));
+            }
+            cases.push(case);
+        }
+    }
+    Some(cases)
 }
 
 fn intersect_enum<'a>(m: &mut Merged<'a>, values: Vec<&'a Value>) {

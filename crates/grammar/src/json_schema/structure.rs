@@ -4,8 +4,8 @@
 use super::ecma::{SearchPattern, Universe};
 use super::layout::key_text;
 use super::lower::{
-    ARRAY, BOOLEAN, Dependency, FRACTION, INTEGER, Lowerer, Merged, NULL, Node, OBJECT, STRING,
-    STRING_CHAR,
+    ARRAY, BOOLEAN, Contains, Dependency, FRACTION, INTEGER, Lowerer, Merged, NULL, Node, OBJECT,
+    STRING, STRING_CHAR, kind_of,
 };
 use super::numeric::{self, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang};
@@ -22,6 +22,79 @@ const OPTIONAL_CHAIN_LEAF: usize = 6;
 const EXCLUSIVE_NUMBER_BOUND_LIMIT: u64 = 100_000_000;
 /// Fraction digits allowed when a `number` has an exclusive bound.
 const EXCLUSIVE_FRACTION_DIGITS: u32 = 6;
+
+/// Most states (position, count) of an array with `contains`; each is a
+/// piece of the regex, and pieces of later positions are copied into
+/// earlier ones.
+const MAX_CONTAINS_STATES: u64 = 4096;
+
+/// Most items in the trie of the arrays of distinct constants that
+/// `uniqueItems` enumerates (each a copy of one constant's regex).
+const MAX_UNIQUE_ITEMS: usize = 4096;
+
+/// Most constant values one position of a `uniqueItems` array may take.
+const MAX_UNIQUE_CHOICES: usize = 64;
+
+/// An array's items after the merge: the element regex and sub-schemas at
+/// each prefix position, those of the rest, and the item counts.
+struct ArrayShape<'a> {
+    prefix: Vec<Lang>,
+    prefix_nodes: Vec<Vec<Node<'a>>>,
+    rest: Lang,
+    rest_nodes: Vec<Node<'a>>,
+    min: u64,
+    max: Option<u64>,
+}
+
+/// The walk over arrays of distinct constants: `prefix[i]` and `rest` list
+/// the (value index, regex) choices at each position.
+struct UniqueWalk<'w> {
+    prefix: &'w [Vec<(usize, Lang)>],
+    rest: &'w [(usize, Lang)],
+    min: u64,
+    max: Option<u64>,
+    sep: Lang,
+    ptr: &'w str,
+}
+
+impl UniqueWalk<'_> {
+    /// The items from position `i` on, the values in `used` taken.
+    fn from(&self, i: u64, used: &mut [bool], budget: &mut usize) -> Result<Lang, GrammarError> {
+        let mut alternatives = Vec::new();
+        if i > 0 && i >= self.min {
+            alternatives.push(Lang::empty());
+        }
+        if self.max.is_none_or(|x| i < x) {
+            let choices = self
+                .prefix
+                .get(i as usize)
+                .map_or(self.rest, |c| c.as_slice());
+            for (v, lang) in choices {
+                if used[*v] {
+                    continue;
+                }
+                if *budget == 0 {
+                    return Err(GrammarError::LimitExceeded {
+                        what: format!("items of the arrays of distinct values at {}", self.ptr),
+                        limit: MAX_UNIQUE_ITEMS,
+                        knob: "MAX_UNIQUE_ITEMS".into(),
+                    });
+                }
+                *budget -= 1;
+                used[*v] = true;
+                let after = self.from(i + 1, used, budget);
+                used[*v] = false;
+                let item = if i == 0 {
+                    lang.clone()
+                } else {
+                    rx::seq([self.sep.clone(), lang.clone()])
+                };
+                alternatives.push(rx::seq([item, after?]));
+            }
+        }
+        Ok(rx::alt(alternatives))
+    }
+}
 
 /// The sub-schemas that apply to the member `name`: its `properties` entry
 /// and matching `patternProperties` in each part, else that part's
@@ -398,9 +471,16 @@ impl<'a> Lowerer<'a> {
     }
 
     pub(crate) fn lower_array(&mut self, m: &Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
-        if let Some(ptr) = &m.contains {
-            return Err(GrammarError::unsupported_at(ptr, "`contains`"));
-        }
+        let contains = match m.contains.as_slice() {
+            [] => None,
+            [one] => Some(one),
+            [_, second, ..] => {
+                return Err(GrammarError::unsupported_at(
+                    &second.node.ptr,
+                    "several `contains` on one array",
+                ));
+            }
+        };
         let prefix_len = m
             .arr_parts
             .iter()
@@ -408,17 +488,13 @@ impl<'a> Lowerer<'a> {
             .max()
             .unwrap_or(0);
         let mut max = m.max_items;
-        if let Some(ptr) = &m.unique_items
-            && max.is_none_or(|x| x > 1)
-        {
-            return Err(GrammarError::unsupported_at(ptr, "`uniqueItems`"));
-        }
         let min = m.min_items;
         if max.is_some_and(|x| x < min) {
             return Ok(Lang::Never);
         }
         // The element at position i (< prefix_len) and the rest.
         let mut prefix = Vec::new();
+        let mut prefix_nodes = Vec::new();
         for i in 0..prefix_len {
             if max.is_some_and(|x| i as u64 >= x) {
                 break;
@@ -428,18 +504,19 @@ impl<'a> Lowerer<'a> {
                 .iter()
                 .filter_map(|p| p.prefix.get(i).or(p.rest.as_ref()).cloned())
                 .collect();
-            let element = self.lower_value(nodes, level + 1)?;
+            let element = self.lower_value(nodes.clone(), level + 1)?;
             if element.is_never() {
                 max = Some(i as u64);
                 break;
             }
             prefix.push(element);
+            prefix_nodes.push(nodes);
         }
         let rest_nodes: Vec<Node<'a>> = m.arr_parts.iter().filter_map(|p| p.rest.clone()).collect();
         let rest = if max.is_some_and(|x| x <= prefix.len() as u64) {
             Lang::Never
         } else {
-            self.lower_value(rest_nodes, level + 1)?
+            self.lower_value(rest_nodes.clone(), level + 1)?
         };
         if rest.is_never() {
             max = Some(max.map_or(prefix.len() as u64, |x| x.min(prefix.len() as u64)));
@@ -447,43 +524,346 @@ impl<'a> Lowerer<'a> {
         if max.is_some_and(|x| x < min) {
             return Ok(Lang::Never);
         }
+        let shape = ArrayShape {
+            prefix,
+            prefix_nodes,
+            rest,
+            rest_nodes,
+            min,
+            max,
+        };
+        // At most one item: distinct by default.
+        if let Some(ptr) = &m.unique_items
+            && max.is_none_or(|x| x > 1)
+        {
+            if contains.is_some() {
+                return Err(GrammarError::unsupported_at(
+                    ptr,
+                    "`uniqueItems` together with `contains`",
+                ));
+            }
+            return self.lower_unique_array(&shape, ptr, level);
+        }
+        if let Some(contains) = contains {
+            return self.lower_contains_array(&shape, contains, level);
+        }
         let sep = self.layout.item_sep(level);
-        let body = if max == Some(0) {
-            Lang::Never
-        } else if prefix.is_empty() {
-            let lo = self.check_repeat(min.max(1) - 1, &m.items_ptr)?;
-            let hi = max
-                .map(|x| self.check_repeat(x - 1, &m.items_ptr))
-                .transpose()?;
-            rx::seq([
+        let body = self.items_from(0, &shape.prefix, &shape.rest, &shape, &sep, &m.items_ptr)?;
+        Ok(self.array_container(body, min == 0, level))
+    }
+
+    /// `[body]`, or `[]` too when `empty` (`body` never matches nothing).
+    fn array_container(&self, body: Lang, empty: bool, level: u32) -> Lang {
+        match (body.is_never(), empty) {
+            (true, true) => self.layout.container('[', Lang::empty(), true, ']', level),
+            (true, false) => Lang::Never,
+            (false, _) => self.layout.container('[', body, empty, ']', level),
+        }
+    }
+
+    /// The items of an array from position `i` on, each after a separator
+    /// (but the first of the array, which is required: the empty array is
+    /// the caller's), position `j` in `fill[j]` (past `fill`, in `rest`),
+    /// within the shape's item counts.
+    fn items_from(
+        &self,
+        i: u64,
+        fill: &[Lang],
+        rest: &Lang,
+        shape: &ArrayShape<'a>,
+        sep: &Lang,
+        ptr: &str,
+    ) -> Result<Lang, GrammarError> {
+        let (min, max) = (shape.min, shape.max);
+        let k = fill.len() as u64;
+        if i == 0 && k == 0 {
+            if max == Some(0) {
+                return Ok(Lang::Never);
+            }
+            let lo = self.check_repeat(min.max(1) - 1, ptr)?;
+            let hi = max.map(|x| self.check_repeat(x - 1, ptr)).transpose()?;
+            return Ok(rx::seq([
                 rest.clone(),
-                rx::repeat(rx::seq([sep.clone(), rest]), lo, hi),
-            ])
+                rx::repeat(rx::seq([sep.clone(), rest.clone()]), lo, hi),
+            ]));
+        }
+        // Items past `fill`, each after a separator.
+        let start = i.max(k);
+        let mut tail = if max.is_some_and(|x| x <= start) {
+            Lang::empty()
         } else {
-            // Items past the prefix, each after a separator.
-            let k = prefix.len() as u64;
-            let mut tail = if max.is_some_and(|x| x <= k) {
-                Lang::empty()
+            let lo = self.check_repeat(min.saturating_sub(start), ptr)?;
+            let hi = max.map(|x| self.check_repeat(x - start, ptr)).transpose()?;
+            rx::repeat(rx::seq([sep.clone(), rest.clone()]), lo, hi)
+        };
+        for j in (i..k).rev() {
+            let item = fill[j as usize].clone();
+            if j == 0 {
+                tail = rx::seq([item, tail]);
             } else {
-                let lo = self.check_repeat(min.saturating_sub(k), &m.items_ptr)?;
-                let hi = max
-                    .map(|x| self.check_repeat(x - k, &m.items_ptr))
-                    .transpose()?;
-                rx::repeat(rx::seq([sep.clone(), rest]), lo, hi)
-            };
-            for i in (1..prefix.len()).rev() {
-                tail = rx::seq([sep.clone(), prefix[i].clone(), tail]);
-                if i as u64 >= min {
+                tail = rx::seq([sep.clone(), item, tail]);
+                if j >= min {
                     tail = rx::opt(tail);
                 }
             }
-            rx::seq([prefix[0].clone(), tail])
-        };
-        Ok(if body.is_never() {
-            self.layout.container('[', Lang::empty(), true, ']', level)
+        }
+        Ok(tail)
+    }
+
+    /// An array with `contains`: its items as the shape says, at least
+    /// `minContains` and at most `maxContains` of them valid under the
+    /// `contains` schema. Read left to right, the count of such items so far
+    /// is the state: below the bound that matters (`minContains`, or with a
+    /// `maxContains` that one), an item either counts (the item schema and
+    /// the `contains` schema) or not; once there, every later item is a
+    /// filler. Fillers are any item when only `minContains` counts (exact:
+    /// the count is then a lower bound, so any item may be left uncounted),
+    /// and items *not* valid under the `contains` schema when `maxContains`
+    /// does (that negation may drop cases: a subset). Past the prefix and
+    /// `minItems`, without `maxItems`, the rest is a loop on the remaining
+    /// count.
+    fn lower_contains_array(
+        &mut self,
+        shape: &ArrayShape<'a>,
+        contains: &Contains<'a>,
+        level: u32,
+    ) -> Result<Lang, GrammarError> {
+        let ptr = contains.node.ptr.as_str();
+        let (kmin, kmax) = (contains.min, contains.max);
+        if kmax.is_some_and(|x| x < kmin) {
+            return Ok(Lang::Never);
+        }
+        let (min, max) = (shape.min, shape.max);
+        let k = shape.prefix.len() as u64;
+        let cap = kmax.unwrap_or(kmin);
+        // Positions up to `last` are states; past it (no `maxItems`), the loop.
+        let last = max.unwrap_or_else(|| k.max(min).max(1));
+        let states = (last + 1).saturating_mul(cap.min(last + 1));
+        if states > MAX_CONTAINS_STATES {
+            return Err(GrammarError::LimitExceeded {
+                what: format!("cases of `contains` at {ptr} ({states})"),
+                limit: MAX_CONTAINS_STATES as usize,
+                knob: "MAX_CONTAINS_STATES".into(),
+            });
+        }
+        let mut hits = Vec::new();
+        let mut fills = Vec::new();
+        for (i, nodes) in shape.prefix_nodes.iter().enumerate() {
+            let (hit, fill) = self.contains_pair(nodes, &shape.prefix[i], contains, level)?;
+            hits.push(hit);
+            fills.push(fill);
+        }
+        let (rest_hit, rest_fill) = if shape.rest.is_never() {
+            (Lang::Never, Lang::Never)
         } else {
-            self.layout.container('[', body, min == 0, ']', level)
-        })
+            self.contains_pair(&shape.rest_nodes, &shape.rest, contains, level)?
+        };
+        let sep = self.layout.item_sep(level);
+        if cap == 0 {
+            // `maxContains: 0`: every item a filler.
+            let body = self.items_from(0, &fills, &rest_fill, shape, &sep, ptr)?;
+            return Ok(self.array_container(body, min == 0, level));
+        }
+        // Row `i`: for each count `c` (< cap, at most `i`), the items from
+        // position `i` on.
+        let counts = |i: u64| cap.min(i + 1);
+        let mut row: Vec<Lang> = Vec::new();
+        for c in 0..counts(last) {
+            row.push(if max.is_some() {
+                if c >= kmin {
+                    Lang::empty()
+                } else {
+                    Lang::Never
+                }
+            } else {
+                // The loop: fillers, then the remaining count of hits, each
+                // followed by fillers.
+                let lo = self.check_repeat(kmin.saturating_sub(c), ptr)?;
+                let hi = self.check_repeat(kmax.map_or(kmin - c, |x| x - c), ptr)?;
+                let fillers = rx::repeat(rx::seq([sep.clone(), rest_fill.clone()]), 0, None);
+                rx::seq([
+                    fillers.clone(),
+                    rx::repeat(
+                        rx::seq([sep.clone(), rest_hit.clone(), fillers]),
+                        lo,
+                        Some(hi),
+                    ),
+                ])
+            });
+        }
+        for i in (0..last).rev() {
+            let (hit, fill) = match hits.get(i as usize) {
+                Some(hit) => (hit.clone(), fills[i as usize].clone()),
+                None => (rest_hit.clone(), rest_fill.clone()),
+            };
+            let before = if i == 0 { Lang::empty() } else { sep.clone() };
+            // Once the count reaches `cap`, only fillers follow.
+            let done = if counts(i) == cap {
+                self.items_from(i + 1, &fills, &rest_fill, shape, &sep, ptr)?
+            } else {
+                Lang::Never
+            };
+            let mut next = Vec::new();
+            for c in 0..counts(i) {
+                let end = i > 0 && i >= min && c >= kmin;
+                let after_hit = if c + 1 == cap {
+                    done.clone()
+                } else {
+                    row[c as usize + 1].clone()
+                };
+                let lang = rx::alt([
+                    if end { Lang::empty() } else { Lang::Never },
+                    rx::seq([before.clone(), fill.clone(), row[c as usize].clone()]),
+                    rx::seq([before.clone(), hit.clone(), after_hit]),
+                ]);
+                self.check(&lang, ptr)?;
+                next.push(lang);
+            }
+            row = next;
+        }
+        let body = row.swap_remove(0);
+        Ok(self.array_container(body, min == 0 && kmin == 0, level))
+    }
+
+    /// For one position of an array with `contains`: an item that counts
+    /// (valid under both), and a filler (`element` itself, or with a
+    /// `maxContains` an item not valid under the `contains` schema).
+    fn contains_pair(
+        &mut self,
+        nodes: &[Node<'a>],
+        element: &Lang,
+        contains: &Contains<'a>,
+        level: u32,
+    ) -> Result<(Lang, Lang), GrammarError> {
+        let mut both = nodes.to_vec();
+        both.push(contains.node.clone());
+        let hit = self.lower_value(both, level + 1)?;
+        let fill = if contains.max.is_some() {
+            self.lower_value_excluding(nodes.to_vec(), vec![contains.node.clone()], level + 1)?
+        } else {
+            element.clone()
+        };
+        Ok((hit, fill))
+    }
+
+    /// An array with `uniqueItems` whose items each take one of finitely
+    /// many constant values: every sequence of pairwise distinct values (by
+    /// JSON equality), as a trie of at most [`MAX_UNIQUE_ITEMS`] items.
+    fn lower_unique_array(
+        &mut self,
+        shape: &ArrayShape<'a>,
+        ptr: &str,
+        level: u32,
+    ) -> Result<Lang, GrammarError> {
+        let mut values: Vec<&'a Value> = Vec::new();
+        let mut choices = Vec::new();
+        let rest_open = !shape.rest.is_never();
+        let positions = shape
+            .prefix_nodes
+            .iter()
+            .chain(rest_open.then_some(&shape.rest_nodes));
+        for nodes in positions {
+            let Some(found) = self.finite_values(nodes, level + 1)? else {
+                return Err(GrammarError::unsupported_at(
+                    ptr,
+                    "`uniqueItems` on items that are not one of a few constants \
+                     (`enum`, `const`, booleans, null)",
+                ));
+            };
+            let mut here = Vec::new();
+            for (v, lang) in found {
+                let index = match values.iter().position(|u| super::layout::json_eq(u, v)) {
+                    Some(index) => index,
+                    None => {
+                        values.push(v);
+                        values.len() - 1
+                    }
+                };
+                here.push((index, lang));
+            }
+            choices.push(here);
+        }
+        let rest = if rest_open {
+            choices.pop().expect("the rest's choices")
+        } else {
+            Vec::new()
+        };
+        let walk = UniqueWalk {
+            prefix: &choices,
+            rest: &rest,
+            min: shape.min,
+            max: shape.max,
+            sep: self.layout.item_sep(level),
+            ptr,
+        };
+        let mut used = vec![false; values.len()];
+        let mut budget = MAX_UNIQUE_ITEMS;
+        let body = walk.from(0, &mut used, &mut budget)?;
+        self.check(&body, ptr)?;
+        Ok(self.array_container(body, shape.min == 0, level))
+    }
+
+    /// The values valid under the conjunction `nodes`, each with its
+    /// spellings, when they are finitely many constants (an `enum` or
+    /// `const`, or only booleans and null); `None` otherwise.
+    fn finite_values(
+        &mut self,
+        nodes: &[Node<'a>],
+        level: u32,
+    ) -> Result<Option<Vec<(&'a Value, Lang)>>, GrammarError> {
+        let Some(first) = nodes.first() else {
+            return Ok(None);
+        };
+        self.enter_schema(&first.ptr.clone())?;
+        let base = self.ref_stack.len();
+        let result = self.finite_values_inner(nodes, level, base);
+        self.ref_stack.truncate(base);
+        self.depth -= 1;
+        result
+    }
+
+    fn finite_values_inner(
+        &mut self,
+        nodes: &[Node<'a>],
+        level: u32,
+        base: usize,
+    ) -> Result<Option<Vec<(&'a Value, Lang)>>, GrammarError> {
+        static NULL_VALUE: Value = Value::Null;
+        static TRUE: Value = Value::Bool(true);
+        static FALSE: Value = Value::Bool(false);
+        let mut merged = Merged::new(base);
+        for node in nodes {
+            if !self.expand(&mut merged, node.clone())? {
+                return Ok(Some(Vec::new()));
+            }
+        }
+        if !merged.disjunctions.is_empty() {
+            return Ok(None);
+        }
+        let candidates: Vec<&'a Value> = match &merged.enum_vals {
+            Some(values) => values.clone(),
+            None if merged.types & !(NULL | BOOLEAN) == 0 => vec![&NULL_VALUE, &TRUE, &FALSE],
+            None => return Ok(None),
+        };
+        let candidates: Vec<&'a Value> = candidates
+            .into_iter()
+            .filter(|v| merged.types & kind_of(v) != 0)
+            .collect();
+        // More choices than this at one position give more arrays than the
+        // trie holds as soon as two items are allowed.
+        if candidates.len() > MAX_UNIQUE_CHOICES {
+            return Ok(None);
+        }
+        let mut found = Vec::new();
+        for v in candidates {
+            let mut one = merged.clone();
+            one.enum_vals = Some(vec![v]);
+            let lang = self.lower_merged(one, level)?;
+            if !lang.is_never() {
+                found.push((v, lang));
+            }
+        }
+        Ok(Some(found))
     }
 
     /// A value under the conjunction `nodes` (an empty conjunction: any value).

@@ -274,9 +274,215 @@ fn arrays() {
         &["[]", "[1]"],
         &["[1,2]"],
     );
-    unsupported_at(
+}
+
+/// Both forms: the regex and the context-free grammar.
+#[track_caller]
+fn check_both(schema: Value, accept: &[&str], reject: &[&str]) {
+    check(schema.clone(), accept, reject);
+    check_cf(schema, accept, reject);
+}
+
+#[test]
+fn contains_counts_items_at_least_min_contains() {
+    check_both(
         json!({"type": "array", "contains": {"type": "integer"}}),
-        "/contains",
+        &[
+            "[1]",
+            r#"["a", 1]"#,
+            r#"[1, "a"]"#,
+            r#"["a", [], 2, null]"#,
+            "[1,2,3]",
+        ],
+        &["[]", r#"["a"]"#, r#"["a", 1.5, null]"#],
+    );
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "minContains": 2}),
+        &["[1,1]", "[1, 2, 1]", "[1.0, 1]", r#"[1, "x", 1, 1]"#],
+        &["[]", "[1]", "[1,2,3]", "[2,1,2]"],
+    );
+    // Items and contains: a counted item satisfies both.
+    check_both(
+        json!({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}}),
+        &["[5]", "[1, 7]", "[9, 1, 2]"],
+        &["[]", "[1, 4]", "[1, 5.5]", r#"[1, "a", 6]"#],
+    );
+    // `contains: false` leaves no array; other types are untouched.
+    check_both(
+        json!({"contains": false}),
+        &["1", "\"a\"", "{}"],
+        &["[]", "[1]"],
+    );
+    // minContains 0: no constraint.
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "minContains": 0}),
+        &["[]", "[2]", "[1]"],
+        &["[1,]"],
+    );
+}
+
+#[test]
+fn max_contains_bounds_the_count_with_negated_fillers() {
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "maxContains": 1}),
+        &["[1]", "[2, 1]", "[1, 2, 3]", r#"[1, "1", null, true, [1]]"#],
+        &[
+            "[]",
+            "[1, 1]",
+            "[2, 1, 3, 1.0]",
+            "[1, 1e0]",
+            "[2, 3]",
+            "[1, 10e-1]",
+        ],
+    );
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "minContains": 0, "maxContains": 1}),
+        &["[]", "[2]", "[1]", "[2, 1, 3]"],
+        &["[1, 1]", "[1, 2, 1]"],
+    );
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "minContains": 2, "maxContains": 3}),
+        &["[1,1]", "[1,2,1,1]", "[2,1,2,1,2]"],
+        &["[1]", "[1,1,1,1]", "[2,2]"],
+    );
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "minContains": 0, "maxContains": 0}),
+        &["[]", "[2]", "[2, 3]"],
+        &["[1]", "[2, 1]"],
+    );
+    check_both(
+        json!({"contains": {"const": 1}, "minContains": 3, "maxContains": 1}),
+        &["1", "{}"],
+        &["[]", "[1]", "[1,1,1]"],
+    );
+    check_both(
+        json!({"type": "array", "items": {"type": "boolean"}, "contains": {"const": true}, "maxContains": 2}),
+        &[
+            "[true]",
+            "[false, true, true]",
+            "[true, false, false, true, false]",
+        ],
+        &["[false]", "[true, true, true]", "[true, 1]"],
+    );
+}
+
+#[test]
+fn contains_with_prefix_items_and_item_counts() {
+    check_both(
+        json!({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}, "contains": {"type": "string"}, "maxContains": 1}),
+        &[r#"["a"]"#, r#"["a", 1, 2]"#],
+        &["[]", "[1]", r#"["a", "b"]"#],
+    );
+    check_both(
+        json!({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "contains": {"type": "string"}, "minContains": 2}),
+        &[r#"[1, "a", "b"]"#, r#"[1, "a", 2, "b"]"#],
+        &[r#"[1, "a"]"#, r#"[1, "a", 2]"#, r#"["a", "a"]"#],
+    );
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "minItems": 3}),
+        &["[1, 2, 3]", "[2, 3, 1]", "[1, 1, 1, 1]"],
+        &["[1]", "[1, 1]", "[2, 3, 4]"],
+    );
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}, "maxContains": 2, "minItems": 1, "maxItems": 3}),
+        &["[1]", "[2, 1]", "[1, 1, 2]", "[2, 1, 1]"],
+        &["[]", "[2]", "[1, 1, 1]", "[1, 2, 2, 2]"],
+    );
+    // Separators and layout as for any array.
+    check_both(
+        json!({"type": "array", "contains": {"const": 1}}),
+        &["[ 2 , 1 ]", "[1 ]"],
+        &["[2 1]", "[,1]", "[1,]"],
+    );
+    // A `contains` under `allOf` with an `items` elsewhere: one conjunction.
+    check_both(
+        json!({"type": "array", "allOf": [{"items": {"type": "integer"}}, {"contains": {"const": 3}}]}),
+        &["[3]", "[1, 3]"],
+        &["[1]", r#"["3"]"#, "[3, 1.5]"],
+    );
+    unsupported_at(
+        json!({"type": "array", "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}),
+        "/allOf/1/contains",
+    );
+    // Too many counting states: an error, not a blow-up.
+    assert!(matches!(
+        error(
+            json!({"type": "array", "contains": {"const": 1}, "minContains": 100, "maxItems": 5000})
+        ),
+        GrammarError::LimitExceeded { .. }
+    ));
+}
+
+#[test]
+fn negated_constants_cut_integers_booleans_and_null_exactly() {
+    check_both(
+        json!({"not": {"const": 1}}),
+        &[
+            "0", "2", "-1", "1.5", "0.999", "true", "null", r#""1""#, "[1]",
+        ],
+        &["1", "1.0", "1e0", "10e-1", "0.1e1", "1.00"],
+    );
+    check_both(
+        json!({"type": ["boolean", "null", "integer"], "not": {"enum": [true, null, 0, 7]}}),
+        &["false", "1", "-1", "6", "8"],
+        &["true", "null", "0", "-0", "7", "7.0"],
+    );
+}
+
+#[test]
+fn unique_items_over_constants() {
+    check_both(
+        json!({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true}),
+        &["[]", "[true]", "[false, true]", "[ true , false ]"],
+        &["[true, true]", "[false, true, false]", "[1]"],
+    );
+    check_both(
+        json!({"type": "array", "items": {"enum": [1, 2, "a", {"k": 1}]}, "uniqueItems": true, "minItems": 2}),
+        &["[1, 2]", r#"[2, "a", 1]"#, r#"[{"k": 1}, 1, "a", 2]"#],
+        &[
+            "[1]",
+            "[1, 1]",
+            "[1, 1.0]",
+            "[2, 1, 2]",
+            r#"[{"k": 1}, {"k": 1.0}]"#,
+        ],
+    );
+    // A tuple of constants; 1 and 1.0 are one value.
+    check_both(
+        json!({"type": "array", "prefixItems": [{"const": 1}, {"enum": [1.0, 2]}], "items": false, "uniqueItems": true}),
+        &["[]", "[1]", "[1, 2]"],
+        &["[1, 1]", "[1, 1.0]", "[1, 2, 3]"],
+    );
+    check_both(
+        json!({"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "boolean"}], "items": false, "uniqueItems": true}),
+        &["[]", "[true]", "[true, false]", "[false, true]"],
+        &["[true, true]", "[false, false]"],
+    );
+    // Integer-only items keep integer spellings.
+    check_both(
+        json!({"type": "array", "items": {"type": "integer", "enum": [1, 2]}, "uniqueItems": true}),
+        &["[2, 1]"],
+        &["[1.0]", "[1, 1]"],
+    );
+    unsupported_at(
+        json!({"type": "array", "prefixItems": [{"type": "boolean"}], "uniqueItems": true}),
+        "/uniqueItems",
+    );
+    unsupported_at(
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 2}),
+        "/uniqueItems",
+    );
+    assert!(matches!(
+        error(
+            json!({"type": "array", "items": {"enum": (0..40).collect::<Vec<_>>()}, "uniqueItems": true})
+        ),
+        GrammarError::LimitExceeded { .. }
+    ));
+    // Unique items with at most one item hold for any items.
+    check_both(
+        json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 1}),
+        &["[]", r#"["a"]"#],
+        &[r#"["a", "b"]"#],
     );
 }
 
