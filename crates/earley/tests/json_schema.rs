@@ -81,6 +81,29 @@ const MUTUAL: &str = r##"{
   "$ref": "#/definitions/expr"
 }"##;
 
+/// `unevaluatedProperties` at two levels: the inner keyword sees only its
+/// `allOf` branch, the outer one the whole object.
+const UNEVALUATED_NESTED: &str = r#"{
+  "type": "object",
+  "properties": {"foo": {"type": "string"}},
+  "allOf": [{"properties": {"bar": {"type": "integer"}, "foo": true}, "unevaluatedProperties": {"type": "null"}}],
+  "anyOf": [{"properties": {"baz": {"const": "baz"}}, "required": ["baz"]}, {"properties": {"qux": {"type": "boolean"}}}],
+  "unevaluatedProperties": {"type": "array", "maxItems": 1}
+}"#;
+
+/// Two schemas of one member, each with its own `unevaluatedProperties`.
+const UNEVALUATED_MERGED_MEMBER: &str = r#"{
+  "properties": {"a": {"properties": {"x": {"type": "integer"}}, "unevaluatedProperties": {"type": "string"}}},
+  "allOf": [{"properties": {"a": {"properties": {"y": {"type": "null"}}}}}]
+}"#;
+
+const UNEVALUATED_ITEMS: &str = r#"{
+  "type": "array",
+  "prefixItems": [{"type": "integer"}],
+  "allOf": [{"prefixItems": [true, {"type": "string"}]}, {"prefixItems": [{"minimum": 0}], "unevaluatedItems": {"type": "integer"}}],
+  "unevaluatedItems": {"type": "boolean"}
+}"#;
+
 const OPEN_OBJECT: &str = r#"{
   "type": "object",
   "properties": {"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
@@ -371,6 +394,9 @@ fn sentences_and_near_misses_never_yield_an_invalid_output() {
         ("contains_prefix", CONTAINS_PREFIX),
         ("unique_constants", UNIQUE_CONSTANTS),
         ("unique_tuple", UNIQUE_TUPLE),
+        ("unevaluated_nested", UNEVALUATED_NESTED),
+        ("unevaluated_merged_member", UNEVALUATED_MERGED_MEMBER),
+        ("unevaluated_items", UNEVALUATED_ITEMS),
     ];
     for (i, (name, schema)) in hand.iter().enumerate() {
         match differential(name, schema, 60, 7 + i as u64) {

@@ -24,9 +24,10 @@
 //! | `propertyNames` | declared names that fail it are not generated; no extra members |
 //! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1`; `maxProperties` also as a count of the extra members of an object that declares none (else extras are off under it) |
 //! | `dependentRequired`/`dependencies`/`dependentSchemas` | by splitting on whether the trigger is present |
-//! | `items`, `prefixItems`, `additionalItems`, `minItems`, `maxItems`, `unevaluatedItems` | counted repetitions |
+//! | `items`, `prefixItems`, `additionalItems`, `minItems`, `maxItems` | counted repetitions |
 //! | `contains`, `minContains`, `maxContains` | items counted left to right: counted items satisfy the item schema and `contains`, the others the item schema (and, under `maxContains`, `¬contains` as for `not`); with `prefixItems` and item counts |
 //! | `uniqueItems` | when every position takes a finite set of constants: the sequences of distinct values (JSON equality) |
+//! | `unevaluatedProperties`, `unevaluatedItems` | the members (items) that nothing in the keyword's scope evaluates get its schema; the scope is the schema object and what it applies in place (`allOf`, `$ref`, the `anyOf`/`oneOf` branch lowered, a present trigger's `dependentSchemas`; not `not`); an error when an `if` (or, for items, a `contains`) is in scope |
 //! | `minLength`/`maxLength` | counted characters (an escape is one character) |
 //! | `pattern` | ECMA-262 with search semantics, restricted to characters needing no JSON escape (see `ecma`) |
 //! | `format` | `date-time`, `date`, `time`, `uuid`, `email`, `hostname`, `uri`, `ipv4` enforced; others are annotations |
@@ -78,6 +79,7 @@ mod lower;
 mod numeric;
 mod rx;
 mod structure;
+mod unevaluated;
 
 use crate::pieces::{self, PieceGrammar, PieceLimits};
 use crate::{GbnfLimits, Grammar, compose};

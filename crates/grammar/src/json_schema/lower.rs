@@ -92,6 +92,17 @@ pub(crate) struct Bound<'a> {
     pub ptr: String,
 }
 
+/// Where a keyword of a conjunction came from: the ids of the schema
+/// objects expanded in place on the way to it (the conjunction's own nodes
+/// first, its own schema object last). Every expansion gets a fresh id
+/// ([`Lowerer::expand`]), so an id is in an origin exactly when the keyword
+/// sits in that schema object or in one of its in-place sub-schemas (`allOf`,
+/// `$ref`, the chosen `anyOf`/`oneOf` branch, a present `dependentSchemas`
+/// trigger's schema): the scope that `unevaluatedProperties` and
+/// `unevaluatedItems` see. `not` starts an origin of its own (what it
+/// evaluates does not count outside it).
+pub(crate) type Origin = Vec<u32>;
+
 /// The object keywords of one sub-schema (they interact: `additionalProperties`
 /// is relative to the `properties` next to it).
 #[derive(Clone, Debug)]
@@ -99,6 +110,7 @@ pub(crate) struct ObjPart<'a> {
     pub props: Vec<(&'a str, Node<'a>)>,
     pub additional: Option<Node<'a>>,
     pub pattern_props: Vec<(&'a str, Node<'a>)>,
+    pub origin: Origin,
 }
 
 /// The array keywords of one sub-schema.
@@ -106,12 +118,41 @@ pub(crate) struct ObjPart<'a> {
 pub(crate) struct ArrPart<'a> {
     pub prefix: Vec<Node<'a>>,
     pub rest: Option<Node<'a>>,
+    pub origin: Origin,
+}
+
+/// An `unevaluatedProperties` or `unevaluatedItems` keyword: the members
+/// (items) that nothing in its scope evaluates must be valid under `schema`.
+#[derive(Clone, Debug)]
+pub(crate) struct Unevaluated<'a> {
+    pub schema: Node<'a>,
+    /// The origin of its schema object (its id last).
+    pub origin: Origin,
+}
+
+impl Unevaluated<'_> {
+    /// The id of the schema object holding the keyword.
+    pub fn id(&self) -> u32 {
+        *self.origin.last().expect("an origin names its own node")
+    }
+
+    /// Whether something that came from `origin` is within its scope.
+    pub fn sees(&self, origin: &[u32]) -> bool {
+        origin.contains(&self.id())
+    }
+
+    /// Whether it constrains anything (`true` and `{}` only evaluate).
+    pub fn constrains(&self) -> bool {
+        !is_trivially_true(self.schema.v)
+    }
 }
 
 #[derive(Clone, Debug)]
 pub(crate) enum Dependency<'a> {
     Names(Vec<String>),
-    Schema(Node<'a>),
+    /// A `dependentSchemas` entry, applied in place (when its trigger is
+    /// present) under the origin of the schema object holding it.
+    Schema(Node<'a>, Origin),
 }
 
 /// A `contains` keyword with its bounds: at least `min` and at most `max`
@@ -128,6 +169,9 @@ pub(crate) struct Disjunction<'a> {
     pub one_of: bool,
     pub branches: Vec<Node<'a>>,
     pub ptr: String,
+    /// The origin of the schema object holding it: its branches are
+    /// expanded (later, in [`Lowerer::lower_merged`]) under it.
+    pub origin: Origin,
 }
 
 /// `if`/`then`/`else`: `(if ∧ then) ∨ (¬if ∧ else)`, a missing branch being
@@ -181,6 +225,13 @@ pub(crate) struct Merged<'a> {
     pub items_ptr: String,
     pub unique_items: Option<String>,
     pub contains: Vec<Contains<'a>>,
+    // evaluation
+    pub uneval_props: Vec<Unevaluated<'a>>,
+    pub uneval_items: Vec<Unevaluated<'a>>,
+    /// Keywords that may evaluate members or items in ways the lowering
+    /// does not track (`if`, `contains`): an `unevaluated*` keyword that
+    /// sees one is an error. (keyword, its pointer, origin)
+    pub untracked: Vec<(&'static str, String, Origin)>,
     // combinators
     pub nots: Vec<Node<'a>>,
     pub disjunctions: Vec<Disjunction<'a>>,
@@ -215,6 +266,8 @@ impl<'a> Merged<'a> {
             && self.max_items.is_none()
             && self.unique_items.is_none()
             && self.contains.is_empty()
+            && !self.uneval_props.iter().any(Unevaluated::constrains)
+            && !self.uneval_items.iter().any(Unevaluated::constrains)
             && self.nots.is_empty()
             && self.disjunctions.is_empty()
             && self.conditionals.is_empty()
@@ -250,6 +303,9 @@ impl<'a> Merged<'a> {
             items_ptr: String::new(),
             unique_items: None,
             contains: Vec::new(),
+            uneval_props: Vec::new(),
+            uneval_items: Vec::new(),
+            untracked: Vec::new(),
             nots: Vec::new(),
             disjunctions: Vec::new(),
             conditionals: Vec::new(),
@@ -276,6 +332,10 @@ pub(crate) struct Lowerer<'a> {
     /// Context-free mode (`Some`): recursive `$ref`s and unbounded values
     /// become references to rules instead of errors and depth bounds.
     pub rules: Option<Rules>,
+    /// The origin of the schema object being expanded (see [`Origin`]).
+    scope: Origin,
+    /// The id the next expanded schema object gets.
+    next_node_id: u32,
 }
 
 /// What a rule of the context-free result stands for.
@@ -497,6 +557,8 @@ impl<'a> Lowerer<'a> {
             pruned: 0,
             negations_dropped: 0,
             rules: None,
+            scope: Vec::new(),
+            next_node_id: 0,
         })
     }
 
@@ -714,7 +776,34 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// Adds `node` to the conjunction `m`, as a schema object of its own
+    /// within the current scope (see [`Origin`]). `Ok(false)`: it is
+    /// unsatisfiable.
     pub fn expand(&mut self, m: &mut Merged<'a>, node: Node<'a>) -> Result<bool, GrammarError> {
+        let id = self.next_node_id;
+        self.next_node_id = self.next_node_id.wrapping_add(1);
+        self.scope.push(id);
+        let result = self.expand_node(m, node);
+        self.scope.pop();
+        result
+    }
+
+    /// [`Lowerer::expand`] under `origin` (the origin of the schema object
+    /// that holds `node`), for sub-schemas applied after the merge: a
+    /// disjunction's branches, `dependentSchemas`.
+    pub(crate) fn expand_under(
+        &mut self,
+        m: &mut Merged<'a>,
+        node: Node<'a>,
+        origin: &[u32],
+    ) -> Result<bool, GrammarError> {
+        let saved = std::mem::replace(&mut self.scope, origin.to_vec());
+        let result = self.expand(m, node);
+        self.scope = saved;
+        result
+    }
+
+    fn expand_node(&mut self, m: &mut Merged<'a>, node: Node<'a>) -> Result<bool, GrammarError> {
         let obj = match node.v {
             Value::Bool(b) => return Ok(*b),
             Value::Object(obj) => obj,
@@ -956,6 +1045,7 @@ impl<'a> Lowerer<'a> {
                         props: Vec::new(),
                         additional: None,
                         pattern_props: Vec::new(),
+                        origin: self.scope.clone(),
                     });
                     let pnode = Node { v, ptr };
                     for (name, schema) in props {
@@ -973,6 +1063,7 @@ impl<'a> Lowerer<'a> {
                         props: Vec::new(),
                         additional: None,
                         pattern_props: Vec::new(),
+                        origin: self.scope.clone(),
                     });
                     part.additional = Some(Node { v, ptr });
                 }
@@ -1041,7 +1132,7 @@ impl<'a> Lowerer<'a> {
                                     .collect::<Result<_, _>>()?,
                             ),
                             Value::Object(_) | Value::Bool(_) if key != "dependentRequired" => {
-                                Dependency::Schema(dnode.child(dep, trigger))
+                                Dependency::Schema(dnode.child(dep, trigger), self.scope.clone())
                             }
                             _ => {
                                 return Err(GrammarError::schema_at(
@@ -1053,19 +1144,29 @@ impl<'a> Lowerer<'a> {
                         m.dependencies.push((trigger.clone(), dependency, dep_ptr));
                     }
                 }
-                "unevaluatedProperties" | "unevaluatedItems" if is_trivially_true(v) => {}
                 "unevaluatedProperties" | "unevaluatedItems" => {
-                    // What counts as "evaluated" depends on which sub-schemas
-                    // (allOf/$ref/if branches...) apply, and the merge above
-                    // loses that scoping: treating every declared member as
-                    // evaluated made the language wider than the schema's.
-                    return Err(GrammarError::unsupported_at(ptr, format!("`{key}`")));
+                    // Kept with its scope, even when it allows everything:
+                    // it still evaluates every member (item) for the
+                    // `unevaluated*` keywords of the schema objects around.
+                    let entry = Unevaluated {
+                        schema: Node { v, ptr },
+                        origin: self.scope.clone(),
+                    };
+                    if entry.constrains() {
+                        m.constrained = true;
+                    }
+                    if key == "unevaluatedProperties" {
+                        m.uneval_props.push(entry);
+                    } else {
+                        m.uneval_items.push(entry);
+                    }
                 }
                 "items" | "prefixItems" => {
                     m.constrained = true;
                     let part = arr_part.get_or_insert_with(|| ArrPart {
                         prefix: Vec::new(),
                         rest: None,
+                        origin: self.scope.clone(),
                     });
                     let inode = Node {
                         v,
@@ -1124,6 +1225,8 @@ impl<'a> Lowerer<'a> {
                     }
                 },
                 "contains" => {
+                    m.untracked
+                        .push(("contains", ptr.clone(), self.scope.clone()));
                     let bound =
                         |k: &str| obj.get(k).map(|b| non_negative(b, &node.at(k))).transpose();
                     let min = bound("minContains")?.unwrap_or(1);
@@ -1175,10 +1278,15 @@ impl<'a> Lowerer<'a> {
                             one_of: key == "oneOf",
                             branches,
                             ptr,
+                            origin: self.scope.clone(),
                         });
                     }
                 }
                 "if" if obj.contains_key("then") || obj.contains_key("else") => {
+                    // Its branches are merged at lowering time, outside the
+                    // scope tracking of `unevaluated*`: those are errors
+                    // beside it.
+                    m.untracked.push(("if", ptr.clone(), self.scope.clone()));
                     m.constrained = true;
                     m.conditionals.push(Conditional {
                         condition: node.child(v, "if"),
@@ -1186,6 +1294,9 @@ impl<'a> Lowerer<'a> {
                         otherwise: obj.get("else").map(|e| node.child(e, "else")),
                     });
                 }
+                // Alone it constrains nothing, but when it holds it evaluates
+                // what it names.
+                "if" => m.untracked.push(("if", ptr, self.scope.clone())),
                 // `$ref` is handled by the caller; `then`/`else` without `if`,
                 // `minContains`/`maxContains` without `contains`, annotations
                 // and unknown keywords constrain nothing.
@@ -1215,7 +1326,13 @@ impl<'a> Lowerer<'a> {
         let mut shapes = Vec::new();
         for branch in &disjunction.branches {
             let saved = self.ref_stack.len();
-            let result = self.lower_branch(m.clone(), branch.clone(), level, disjunction.one_of);
+            let result = self.lower_branch(
+                m.clone(),
+                branch.clone(),
+                &disjunction.origin,
+                level,
+                disjunction.one_of,
+            );
             self.ref_stack.truncate(saved);
             let (lang, shape) = result?;
             alternatives.push(lang);
@@ -1240,7 +1357,8 @@ impl<'a> Lowerer<'a> {
                 let dropped_before = self.negations_dropped;
                 let saved = self.ref_stack.len();
                 let mut mb = m.clone();
-                let result = match self.expand(&mut mb, disjunction.branches[i].clone()) {
+                let branch = disjunction.branches[i].clone();
+                let result = match self.expand_under(&mut mb, branch, &disjunction.origin) {
                     Ok(true) => {
                         mb.nots
                             .extend(overlapping.iter().map(|&j| disjunction.branches[j].clone()));
@@ -1306,10 +1424,18 @@ impl<'a> Lowerer<'a> {
 
     /// One branch of a disjunction conjoined with the rest, and (for `oneOf`)
     /// an over-approximation of its values (`None`: provably no value).
+    ///
+    /// The branch is expanded in place under `origin` (that of the schema
+    /// object holding the disjunction), so what it evaluates counts for the
+    /// `unevaluated*` keywords of that object and its in-place ancestors.
+    /// For `anyOf` that is the one chosen branch, while the specification
+    /// counts every branch that holds: when several hold, fewer members
+    /// count as evaluated here, and the language is narrower, never wider.
     fn lower_branch(
         &mut self,
         mut mb: Merged<'a>,
         branch: Node<'a>,
+        origin: &[u32],
         level: u32,
         want_shape: bool,
     ) -> Result<(Lang, Option<Shape<'a>>), GrammarError> {
@@ -1321,7 +1447,7 @@ impl<'a> Lowerer<'a> {
             return Ok((lang, want_shape.then(Shape::any)));
         }
         let pruned_before = self.pruned;
-        if !self.expand(&mut mb, branch)? {
+        if !self.expand_under(&mut mb, branch, origin)? {
             let shape = (self.pruned != pruned_before).then(Shape::any);
             return Ok((Lang::Never, shape));
         }
@@ -1602,7 +1728,9 @@ impl<'a> Lowerer<'a> {
             }
             "not" => {
                 let saved = self.ref_stack.len();
-                let inner = self.expand(&mut m, child(v, "not"));
+                // Under an origin of its own: what a `not` evaluates does
+                // not count outside it.
+                let inner = self.expand_under(&mut m, child(v, "not"), &[]);
                 match inner {
                     Ok(true) => vec![m],
                     Ok(false) => {
@@ -1663,6 +1791,9 @@ impl<'a> Lowerer<'a> {
                     cases
                 }
             }
+            // Allowing every member (item) it applies to, it holds for
+            // every value: its negation has no case.
+            "unevaluatedProperties" | "unevaluatedItems" if is_trivially_true(v) => Vec::new(),
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
                 if !v.is_number() {
                     // A draft-4 boolean modifier alone constrains nothing.

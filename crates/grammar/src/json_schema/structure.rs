@@ -9,6 +9,7 @@ use super::lower::{
 };
 use super::numeric::{self, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang};
+use super::unevaluated::Member;
 use serde_json::Value;
 use tokensieve_core::GrammarError;
 
@@ -499,11 +500,12 @@ impl<'a> Lowerer<'a> {
             if max.is_some_and(|x| i as u64 >= x) {
                 break;
             }
-            let nodes: Vec<Node<'a>> = m
+            let mut nodes: Vec<Node<'a>> = m
                 .arr_parts
                 .iter()
                 .filter_map(|p| p.prefix.get(i).or(p.rest.as_ref()).cloned())
                 .collect();
+            nodes.extend(self.unevaluated_item_nodes(m, Some(i))?);
             let element = self.lower_value(nodes.clone(), level + 1)?;
             if element.is_never() {
                 max = Some(i as u64);
@@ -512,7 +514,9 @@ impl<'a> Lowerer<'a> {
             prefix.push(element);
             prefix_nodes.push(nodes);
         }
-        let rest_nodes: Vec<Node<'a>> = m.arr_parts.iter().filter_map(|p| p.rest.clone()).collect();
+        let mut rest_nodes: Vec<Node<'a>> =
+            m.arr_parts.iter().filter_map(|p| p.rest.clone()).collect();
+        rest_nodes.extend(self.unevaluated_item_nodes(m, None)?);
         let rest = if max.is_some_and(|x| x <= prefix.len() as u64) {
             Lang::Never
         } else {
@@ -954,10 +958,10 @@ impl<'a> Lowerer<'a> {
                 }
                 self.lower_object_with_dependencies(mp, level)?
             }
-            Dependency::Schema(node) => {
+            Dependency::Schema(node, origin) => {
                 mp.types = OBJECT;
                 let saved = self.ref_stack.len();
-                let result = match self.expand(&mut mp, node) {
+                let result = match self.expand_under(&mut mp, node, &origin) {
                     Ok(true) => self.lower_merged(mp, level),
                     Ok(false) => Ok(Lang::Never),
                     Err(e) => Err(e),
@@ -977,6 +981,7 @@ impl<'a> Lowerer<'a> {
             && m.max_props.is_none()
             && m.property_names.is_empty()
             && !m.no_extras
+            && !m.uneval_props.iter().any(|u| u.constrains())
             && !self.options.strict;
         if free {
             let depth = self.free_depth().max(1);
@@ -1002,7 +1007,8 @@ impl<'a> Lowerer<'a> {
             let required = m.required.contains(name);
             let allowed = !m.forbidden.contains(name) && self.name_allowed(m, name)?;
             let value = if allowed {
-                let nodes = member_nodes(self, m, name)?;
+                let mut nodes = member_nodes(self, m, name)?;
+                nodes.extend(self.unevaluated_member_nodes(m, Member::Named(name))?);
                 let nots: Vec<Node<'a>> = m
                     .member_nots
                     .iter()
@@ -1127,6 +1133,9 @@ impl<'a> Lowerer<'a> {
         if m.obj_parts.is_empty() && self.options.strict {
             return Ok(None);
         }
+        let unevaluated = self.unevaluated_member_nodes(m, Member::Unmatched)?;
+        trivial &= unevaluated.is_empty();
+        nodes.extend(unevaluated);
         let value = if trivial {
             // "Any value": only with an explicit depth bound.
             let depth = match self.options.max_depth {
@@ -1183,9 +1192,11 @@ impl<'a> Lowerer<'a> {
         let Ok(key) = search.lower(Universe::JsonUnescaped, 0, None) else {
             return Ok(None);
         };
+        let mut nodes = vec![node.clone()];
+        nodes.extend(self.unevaluated_member_nodes(m, Member::MatchingPatterns)?);
         // A value schema the lowering cannot serve leaves these members out
         // (the subset from before), rather than failing the whole schema.
-        let value = match self.lower_nodes(vec![node.clone()], level + 1) {
+        let value = match self.lower_nodes(nodes, level + 1) {
             Ok(value) => value,
             Err(GrammarError::Unsupported { .. }) => return Ok(None),
             Err(e) => return Err(e),

@@ -900,6 +900,11 @@ fn if_then_else() {
         &["10", "11", "3", "-4"],
         &["5", "9"],
     );
+    // Its branches are outside the scope tracking of `unevaluated*`.
+    unsupported_at(
+        json!({"if": {"properties": {"a": {}}}, "then": {"required": ["a"]}, "unevaluatedProperties": false}),
+        "/unevaluatedProperties",
+    );
     // `if` whose negation cannot be written: an error naming it.
     unsupported_at(
         json!({"type": "string", "if": {"pattern": "a"}, "then": {"maxLength": 3}}),
@@ -1175,5 +1180,183 @@ fn max_properties_bounds_extra_members_of_an_object_that_declares_none() {
         json!({"properties": {"a": {}}, "maxProperties": 2, "additionalProperties": {"type": "integer"}}),
         &[r#"{"a":1}"#, "{}"],
         &[r#"{"b":1}"#],
+    );
+}
+
+#[test]
+fn unevaluated_properties_see_their_own_scope() {
+    // Evaluated by the schema object itself.
+    check(
+        json!({"type": "object", "properties": {"foo": {"type": "string"}}, "unevaluatedProperties": false}),
+        &[r#"{"foo":"a"}"#, "{}"],
+        &[r#"{"foo":"a","bar":1}"#, r#"{"bar":1}"#],
+    );
+    // Members nothing evaluates are valid under the schema.
+    check(
+        json!({"type": "object", "properties": {"foo": {}}, "unevaluatedProperties": {"type": "integer"}}),
+        &[r#"{"foo":"a","x":1}"#, r#"{"x":1,"y":2}"#],
+        &[r#"{"x":"a"}"#, r#"{"foo":"a","x":[]}"#],
+    );
+    // By an `allOf` branch, a `$ref` target, `additionalProperties`.
+    check(
+        json!({"allOf": [{"properties": {"bar": {}}}], "properties": {"foo": {}}, "unevaluatedProperties": false}),
+        &[r#"{"bar":1,"foo":2}"#, r#"{"bar":1}"#],
+        &[r#"{"bar":1,"foo":2,"baz":3}"#, r#"{"baz":3}"#],
+    );
+    check(
+        json!({"$defs": {"d": {"properties": {"bar": {}}}}, "$ref": "#/$defs/d", "unevaluatedProperties": false}),
+        &[r#"{"bar":1}"#],
+        &[r#"{"baz":1}"#],
+    );
+    check(
+        json!({"allOf": [{"additionalProperties": {"type": "integer"}}], "unevaluatedProperties": false}),
+        &[r#"{"x":1}"#],
+        &[r#"{"x":"a"}"#],
+    );
+    // By the `anyOf`/`oneOf` branch that holds (one at a time: narrower
+    // than the specification when several hold, never wider).
+    let any = json!({
+        "anyOf": [
+            {"properties": {"a": {}}, "required": ["a"]},
+            {"properties": {"b": {}}, "required": ["b"]}
+        ],
+        "unevaluatedProperties": false
+    });
+    check(
+        any,
+        &[r#"{"a":1}"#, r#"{"b":1}"#],
+        &[r#"{"a":1,"c":1}"#, r#"{"a":1,"b":2}"#],
+    );
+    // By a `dependentSchemas` schema whose trigger is present.
+    check(
+        json!({"properties": {"foo": {}}, "dependentSchemas": {"foo": {"properties": {"bar": {}}}}, "unevaluatedProperties": false}),
+        &[r#"{"foo":1,"bar":2}"#, r#"{"foo":1}"#],
+        &[r#"{"bar":2}"#],
+    );
+    // Not by what a `not` evaluates.
+    check(
+        json!({"type": "object", "not": {"not": {"properties": {"a": {}}}}, "unevaluatedProperties": false}),
+        &["{}"],
+        &[r#"{"a":1}"#],
+    );
+}
+
+#[test]
+fn nested_unevaluated_properties_keep_to_their_scope() {
+    // The inner keyword does not see the outer `properties`.
+    check(
+        json!({"allOf": [{"properties": {"foo": {}}, "unevaluatedProperties": false}], "properties": {"bar": {}}}),
+        &[r#"{"foo":1}"#, "{}"],
+        &[r#"{"bar":1}"#, r#"{"foo":1,"bar":2}"#],
+    );
+    // Two schemas of one member, merged: each keyword sees its own.
+    check(
+        json!({
+            "properties": {"a": {"properties": {"x": {}}, "unevaluatedProperties": false}},
+            "allOf": [{"properties": {"a": {"properties": {"y": {}}}}}],
+            "required": ["a"]
+        }),
+        &[r#"{"a":{"x":1}}"#, r#"{"a":{}}"#],
+        &[r#"{"a":{"y":1}}"#, r#"{"a":{"x":1,"y":2}}"#],
+    );
+    // An `anyOf` branch's keyword sees that branch only.
+    check(
+        json!({
+            "properties": {"foo": {}},
+            "anyOf": [{"properties": {"bar": {}}, "unevaluatedProperties": false}]
+        }),
+        &[r#"{"bar":1}"#],
+        &[r#"{"foo":1}"#, r#"{"foo":1,"bar":2}"#],
+    );
+    // A keyword inside evaluates everything it was given: the outer one
+    // then has nothing left (context-free mode: extra members of any value).
+    check_cf(
+        json!({"allOf": [{"unevaluatedProperties": true}], "unevaluatedProperties": false}),
+        &[r#"{"x": 1}"#, "{}"],
+        &["[]1"],
+    );
+    check_cf(
+        json!({
+            "allOf": [{"properties": {"foo": {}}, "unevaluatedProperties": {"type": "integer"}}],
+            "unevaluatedProperties": false
+        }),
+        &[r#"{"foo": "a", "x": 1}"#],
+        &[r#"{"foo": "a", "x": "b"}"#],
+    );
+    // A keyword in a `oneOf` branch whose negation the restriction needs.
+    check(
+        json!({
+            "oneOf": [
+                {"properties": {"a": {}}, "required": ["a"]},
+                {"required": ["b"], "properties": {"b": {}}, "unevaluatedProperties": true}
+            ],
+            "unevaluatedProperties": false
+        }),
+        &[r#"{"a":1}"#, r#"{"b":1}"#],
+        &[r#"{"a":1,"b":2}"#, r#"{"c":1}"#],
+    );
+}
+
+#[test]
+fn unevaluated_items_see_their_own_scope() {
+    check(
+        json!({"prefixItems": [{"type": "integer"}], "unevaluatedItems": false}),
+        &["[1]", "[]"],
+        &["[1,2]", "[\"a\"]"],
+    );
+    check(
+        json!({"prefixItems": [{}], "unevaluatedItems": {"type": "string"}}),
+        &["[1,\"a\",\"b\"]", "[1]"],
+        &["[1,2]"],
+    );
+    check(
+        json!({"allOf": [{"prefixItems": [true, true]}], "prefixItems": [true], "unevaluatedItems": false}),
+        &["[1,2]"],
+        &["[1,2,3]"],
+    );
+    check(
+        json!({"allOf": [{"items": {"type": "integer"}}], "unevaluatedItems": false}),
+        &["[1,2,3]"],
+        &["[\"a\"]"],
+    );
+    // The inner keyword sees one item evaluated, not the outer two.
+    check(
+        json!({"allOf": [{"prefixItems": [true], "unevaluatedItems": false}], "prefixItems": [true, true]}),
+        &["[1]", "[]"],
+        &["[1,2]"],
+    );
+    // A nested keyword evaluates every item for the outer one.
+    check(
+        json!({"allOf": [{"unevaluatedItems": {"type": "integer"}}], "unevaluatedItems": false}),
+        &["[1,2]"],
+        &["[\"a\"]"],
+    );
+    // Not by what a `not` evaluates.
+    check(
+        json!({"type": "array", "not": {"not": {"prefixItems": [true]}}, "unevaluatedItems": false}),
+        &["[]"],
+        &["[1]"],
+    );
+}
+
+#[test]
+fn unevaluated_keywords_beside_untracked_evaluation_are_errors() {
+    unsupported_at(
+        json!({"if": {"properties": {"a": {}}}, "unevaluatedProperties": false}),
+        "/unevaluatedProperties",
+    );
+    unsupported_at(
+        json!({"allOf": [{"contains": {"type": "string"}, "minContains": 0}], "unevaluatedItems": false}),
+        "/unevaluatedItems",
+    );
+    unsupported_at(
+        json!({"$dynamicRef": "#x", "unevaluatedProperties": false}),
+        "/$dynamicRef",
+    );
+    // Out of scope: a `contains` beside the keyword's schema object only.
+    check(
+        json!({"allOf": [{"contains": {"type": "string"}, "minContains": 0}, {"prefixItems": [true], "unevaluatedItems": false}]}),
+        &["[1]"],
+        &["[1,2]"],
     );
 }
