@@ -167,6 +167,11 @@ pub(crate) struct Merged<'a> {
     /// `ref_stack` length when this conjunction started (refs below it are
     /// the ancestors, for recursion detection).
     pub base: usize,
+    /// The targets of the `$ref`s expanded into this conjunction: a second
+    /// `$ref` to one of them adds nothing. (Not `ref_stack` above `base`:
+    /// the negations of a `not` expand into several copies of one
+    /// conjunction, and the stack then holds their refs together.)
+    pub refs: Vec<String>,
     pub types: u8,
     pub enum_vals: Option<Vec<&'a Value>>,
     /// Some keyword other than type/enum/const constrains the value.
@@ -248,6 +253,7 @@ impl<'a> Merged<'a> {
     pub(crate) fn new(base: usize) -> Self {
         Merged {
             base,
+            refs: Vec::new(),
             types: ALL_TYPES,
             enum_vals: None,
             constrained: false,
@@ -751,7 +757,7 @@ impl<'a> Lowerer<'a> {
                 return Err(GrammarError::schema_at(ref_ptr, "`$ref` must be a string"));
             };
             let (target, target_ptr) = self.resolve(reference, &ref_ptr)?;
-            if !self.ref_stack[m.base..].contains(&target_ptr) {
+            if !m.refs.contains(&target_ptr) {
                 let entered = self.ref_stack[..m.base]
                     .iter()
                     .filter(|p| **p == target_ptr)
@@ -772,6 +778,7 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 self.ref_stack.push(target_ptr.clone());
+                m.refs.push(target_ptr.clone());
                 if !self.expand(
                     m,
                     Node {
@@ -1435,7 +1442,24 @@ impl<'a> Lowerer<'a> {
         }
         let mut alternatives = Vec::new();
         for variant in variants {
-            alternatives.push(self.lower_types(variant, level)?);
+            let lang = if variant.disjunctions.is_empty() && variant.nots.is_empty() {
+                self.lower_types(variant, level)?
+            } else {
+                // A double negation conjoined a sub-schema with
+                // combinators of its own: lowered like any conjunction
+                // (one more level of sub-schema nesting).
+                let ptr = variant
+                    .disjunctions
+                    .first()
+                    .map(|d| d.ptr.clone())
+                    .or_else(|| variant.nots.first().map(|n| n.ptr.clone()))
+                    .unwrap_or_default();
+                self.enter_schema(&ptr)?;
+                let result = self.lower_merged(variant, level);
+                self.depth -= 1;
+                result?
+            };
+            alternatives.push(lang);
         }
         Ok(rx::alt(alternatives))
     }

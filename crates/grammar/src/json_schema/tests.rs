@@ -1064,3 +1064,27 @@ fn unevaluated_keywords_beside_untracked_evaluation_are_errors() {
         &["[1,2]"],
     );
 }
+
+#[test]
+fn negations_of_negations_keep_every_keyword() {
+    // The sub-schema a double negation conjoins keeps its own combinators.
+    check(
+        json!({"not": {"not": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}),
+        &["\"a\"", "1"],
+        &["null", "[]"],
+    );
+    check(
+        json!({"not": {"not": {"not": {"type": "string"}}}}),
+        &["1", "null"],
+        &["\"a\""],
+    );
+    // Two cases expanding one `$ref`: each gets it.
+    check(
+        json!({
+            "$defs": {"x": {"type": "string"}},
+            "not": {"allOf": [{"not": {"$ref": "#/$defs/x"}}, {"not": {"$ref": "#/$defs/x"}}]}
+        }),
+        &["\"a\""],
+        &["null", "1"],
+    );
+}
