@@ -32,7 +32,7 @@
 //! | `minimum`/`maximum`/`exclusive*`, `multipleOf` | exact digit ranges for integers; integer bounds for numbers (no exponent form), plus one inclusive positive non-integer `minimum` (compared digit by digit); `multipleOf` 1, 2, 5, 10^k |
 //! | `anyOf`, `allOf` | alternation; merging (distributing over `anyOf`/`oneOf`) |
 //! | `oneOf` | alternation when the branches are provably disjoint (by type, constant values, a required discriminator property, closed property sets or `^literal` pattern prefixes); otherwise each overlapping branch `B_i` is restricted to `B_i ∧ ¬B_j` for the branches it may overlap, when those negations are exact (no keyword's negation dropped); an error otherwise |
-//! | `not` | of `{}`/`true`, `type`, `enum`/`const` over a finite set, `required`, `properties` (some member present with a value its schema rejects), bounds and lengths, `anyOf`/`allOf`/`not`/`$ref` of those |
+//! | `not` | of `{}`/`true`, `type`, `enum`/`const` over a finite set, `required`, `properties` (some member present with a value its schema rejects), bounds and lengths, applicators that allow everything (`additionalProperties: true`, ...), `anyOf`/`allOf`/`oneOf` (none or two branches hold)/`not`/`$ref` of those |
 //! | `$ref` (`#`, `#/json/pointer`, `$defs`, `definitions`) | inlined; recursion is an error unless `max_depth` bounds its unfolding |
 //!
 //! Annotations (`title`, `description`, `default`, `examples`, `$comment`,

@@ -1693,9 +1693,72 @@ impl<'a> Lowerer<'a> {
                     cases
                 }
             }
-            // Allowing every member (item) it applies to, it holds for
-            // every value: its negation has no case.
-            "unevaluatedProperties" | "unevaluatedItems" if is_trivially_true(v) => Vec::new(),
+            "oneOf" => {
+                // Not exactly one: none holds, or two (some pair) hold.
+                let Value::Array(branches) = v else {
+                    return Err(GrammarError::schema_at(ptr, "`oneOf` must be an array"));
+                };
+                let bnode = child(v, key);
+                let branches: Vec<Node<'a>> = branches
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| bnode.child(b, &i.to_string()))
+                    .collect();
+                let mut cases = vec![m.clone()];
+                for branch in &branches {
+                    let mut next = Vec::new();
+                    for case in cases {
+                        next.extend(self.negate(case, branch, depth + 1)?);
+                    }
+                    if next.len() > MAX_NOT_VARIANTS {
+                        return Ok(None);
+                    }
+                    cases = next;
+                }
+                for i in 0..branches.len() {
+                    for j in i + 1..branches.len() {
+                        // Each under an origin of its own: a failing `oneOf`
+                        // evaluates nothing for the schema objects around.
+                        let mut case = m.clone();
+                        let saved = self.ref_stack.len();
+                        let both = self.expand_under(&mut case, branches[i].clone(), &[])?
+                            && self.expand_under(&mut case, branches[j].clone(), &[])?;
+                        if both {
+                            cases.push(case);
+                        } else {
+                            self.ref_stack.truncate(saved);
+                        }
+                        if cases.len() > MAX_NOT_VARIANTS {
+                            return Ok(None);
+                        }
+                    }
+                }
+                cases
+            }
+            // An applicator that allows every member (item) it applies to
+            // holds for every value: its negation has no case.
+            "additionalProperties"
+            | "propertyNames"
+            | "items"
+            | "additionalItems"
+            | "unevaluatedProperties"
+            | "unevaluatedItems"
+                if is_trivially_true(v) =>
+            {
+                Vec::new()
+            }
+            "patternProperties" | "dependentSchemas"
+                if v.as_object()
+                    .is_some_and(|o| o.values().all(is_trivially_true)) =>
+            {
+                Vec::new()
+            }
+            "prefixItems"
+                if v.as_array()
+                    .is_some_and(|a| a.iter().all(is_trivially_true)) =>
+            {
+                Vec::new()
+            }
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
                 if !v.is_number() {
                     // A draft-4 boolean modifier alone constrains nothing.

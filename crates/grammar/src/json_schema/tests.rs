@@ -1088,3 +1088,26 @@ fn negations_of_negations_keep_every_keyword() {
         &["null", "1"],
     );
 }
+
+#[test]
+fn not_one_of_is_none_or_several() {
+    check(
+        json!({"type": "object", "properties": {"c": {}, "d": {}}, "not": {"oneOf": [{"required": ["c"]}, {"required": ["d"]}]}}),
+        &["{}", r#"{"c":1,"d":2}"#],
+        &[r#"{"c":1}"#, r#"{"d":2}"#],
+    );
+    // Applicators that allow everything have no negation case: the
+    // restriction of overlapping `oneOf` branches stays exact.
+    check(
+        json!({
+            "type": "object",
+            "properties": {"b": {}, "xx": {}},
+            "oneOf": [
+                {"required": ["b"], "properties": {"b": true}},
+                {"required": ["xx"], "patternProperties": {"x": true}, "additionalProperties": true}
+            ]
+        }),
+        &[r#"{"b":1}"#, r#"{"xx":1}"#],
+        &[r#"{"b":1,"xx":2}"#, "{}"],
+    );
+}
