@@ -189,6 +189,11 @@ pub(crate) struct Merged<'a> {
     /// `ref_stack` length when this conjunction started (refs below it are
     /// the ancestors, for recursion detection).
     pub base: usize,
+    /// The targets of the `$ref`s expanded into this conjunction: a second
+    /// `$ref` to one of them adds nothing. (Not `ref_stack` above `base`:
+    /// the negations of a `not` expand into several copies of one
+    /// conjunction, and the stack then holds their refs together.)
+    pub refs: Vec<String>,
     pub types: u8,
     pub enum_vals: Option<Vec<&'a Value>>,
     /// Some keyword other than type/enum/const constrains the value.
@@ -276,6 +281,7 @@ impl<'a> Merged<'a> {
     pub(crate) fn new(base: usize) -> Self {
         Merged {
             base,
+            refs: Vec::new(),
             types: ALL_TYPES,
             enum_vals: None,
             constrained: false,
@@ -820,7 +826,7 @@ impl<'a> Lowerer<'a> {
                 return Err(GrammarError::schema_at(ref_ptr, "`$ref` must be a string"));
             };
             let (target, target_ptr) = self.resolve(reference, &ref_ptr)?;
-            if !self.ref_stack[m.base..].contains(&target_ptr) {
+            if !m.refs.contains(&target_ptr) {
                 let entered = self.ref_stack[..m.base]
                     .iter()
                     .filter(|p| **p == target_ptr)
@@ -841,6 +847,7 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 self.ref_stack.push(target_ptr.clone());
+                m.refs.push(target_ptr.clone());
                 if !self.expand(
                     m,
                     Node {
@@ -1557,7 +1564,24 @@ impl<'a> Lowerer<'a> {
         }
         let mut alternatives = Vec::new();
         for variant in variants {
-            alternatives.push(self.lower_types(variant, level)?);
+            let lang = if variant.disjunctions.is_empty() && variant.nots.is_empty() {
+                self.lower_types(variant, level)?
+            } else {
+                // A double negation conjoined a sub-schema with
+                // combinators of its own: lowered like any conjunction
+                // (one more level of sub-schema nesting).
+                let ptr = variant
+                    .disjunctions
+                    .first()
+                    .map(|d| d.ptr.clone())
+                    .or_else(|| variant.nots.first().map(|n| n.ptr.clone()))
+                    .unwrap_or_default();
+                self.enter_schema(&ptr)?;
+                let result = self.lower_merged(variant, level);
+                self.depth -= 1;
+                result?
+            };
+            alternatives.push(lang);
         }
         Ok(rx::alt(alternatives))
     }
@@ -1791,9 +1815,72 @@ impl<'a> Lowerer<'a> {
                     cases
                 }
             }
-            // Allowing every member (item) it applies to, it holds for
-            // every value: its negation has no case.
-            "unevaluatedProperties" | "unevaluatedItems" if is_trivially_true(v) => Vec::new(),
+            "oneOf" => {
+                // Not exactly one: none holds, or two (some pair) hold.
+                let Value::Array(branches) = v else {
+                    return Err(GrammarError::schema_at(ptr, "`oneOf` must be an array"));
+                };
+                let bnode = child(v, key);
+                let branches: Vec<Node<'a>> = branches
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| bnode.child(b, &i.to_string()))
+                    .collect();
+                let mut cases = vec![m.clone()];
+                for branch in &branches {
+                    let mut next = Vec::new();
+                    for case in cases {
+                        next.extend(self.negate(case, branch, depth + 1)?);
+                    }
+                    if next.len() > MAX_NOT_VARIANTS {
+                        return Ok(None);
+                    }
+                    cases = next;
+                }
+                for i in 0..branches.len() {
+                    for j in i + 1..branches.len() {
+                        // Each under an origin of its own: a failing `oneOf`
+                        // evaluates nothing for the schema objects around.
+                        let mut case = m.clone();
+                        let saved = self.ref_stack.len();
+                        let both = self.expand_under(&mut case, branches[i].clone(), &[])?
+                            && self.expand_under(&mut case, branches[j].clone(), &[])?;
+                        if both {
+                            cases.push(case);
+                        } else {
+                            self.ref_stack.truncate(saved);
+                        }
+                        if cases.len() > MAX_NOT_VARIANTS {
+                            return Ok(None);
+                        }
+                    }
+                }
+                cases
+            }
+            // An applicator that allows every member (item) it applies to
+            // holds for every value: its negation has no case.
+            "additionalProperties"
+            | "propertyNames"
+            | "items"
+            | "additionalItems"
+            | "unevaluatedProperties"
+            | "unevaluatedItems"
+                if is_trivially_true(v) =>
+            {
+                Vec::new()
+            }
+            "patternProperties" | "dependentSchemas"
+                if v.as_object()
+                    .is_some_and(|o| o.values().all(is_trivially_true)) =>
+            {
+                Vec::new()
+            }
+            "prefixItems"
+                if v.as_array()
+                    .is_some_and(|a| a.iter().all(is_trivially_true)) =>
+            {
+                Vec::new()
+            }
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
                 if !v.is_number() {
                     // A draft-4 boolean modifier alone constrains nothing.

@@ -1360,3 +1360,50 @@ fn unevaluated_keywords_beside_untracked_evaluation_are_errors() {
         &["[1,2]"],
     );
 }
+
+#[test]
+fn negations_of_negations_keep_every_keyword() {
+    // The sub-schema a double negation conjoins keeps its own combinators.
+    check(
+        json!({"not": {"not": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}),
+        &["\"a\"", "1"],
+        &["null", "[]"],
+    );
+    check(
+        json!({"not": {"not": {"not": {"type": "string"}}}}),
+        &["1", "null"],
+        &["\"a\""],
+    );
+    // Two cases expanding one `$ref`: each gets it.
+    check(
+        json!({
+            "$defs": {"x": {"type": "string"}},
+            "not": {"allOf": [{"not": {"$ref": "#/$defs/x"}}, {"not": {"$ref": "#/$defs/x"}}]}
+        }),
+        &["\"a\""],
+        &["null", "1"],
+    );
+}
+
+#[test]
+fn not_one_of_is_none_or_several() {
+    check(
+        json!({"type": "object", "properties": {"c": {}, "d": {}}, "not": {"oneOf": [{"required": ["c"]}, {"required": ["d"]}]}}),
+        &["{}", r#"{"c":1,"d":2}"#],
+        &[r#"{"c":1}"#, r#"{"d":2}"#],
+    );
+    // Applicators that allow everything have no negation case: the
+    // restriction of overlapping `oneOf` branches stays exact.
+    check(
+        json!({
+            "type": "object",
+            "properties": {"b": {}, "xx": {}},
+            "oneOf": [
+                {"required": ["b"], "properties": {"b": true}},
+                {"required": ["xx"], "patternProperties": {"x": true}, "additionalProperties": true}
+            ]
+        }),
+        &[r#"{"b":1}"#, r#"{"xx":1}"#],
+        &[r#"{"b":1,"xx":2}"#, "{}"],
+    );
+}
