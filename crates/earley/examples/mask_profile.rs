@@ -2,8 +2,9 @@
 //! tokenizer and prints, per token, the mask time and the token, slowest
 //! first.
 //!
-//! `cargo run --release -p tokensieve-earley --example mask_profile -- TOKENIZER.json [GBNF_FILE] [KEY=VALUE...] < texts.txt`
-//! (one text per line; without a GBNF file the builtin JSON grammar;
+//! `cargo run --release -p tokensieve-earley --example mask_profile -- TOKENIZER.json [GBNF_FILE|SCHEMA.json] [KEY=VALUE...] < texts.txt`
+//! (one text per line; a `.json` file is a JSON Schema, another file a GBNF
+//! grammar, none the builtin JSON grammar;
 //! `KEY=VALUE` are `EarleyConfig` knobs).
 
 use std::io::BufRead;
@@ -25,6 +26,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let backend = EarleyBackend::new(vocab.clone(), EarleyConfig::from_backend_config(&config)?);
     let constraint = match args.get(2).filter(|a| !a.contains('=')) {
+        Some(path) if path.ends_with(".json") => {
+            Constraint::new(ConstraintSpec::JsonSchema(std::fs::read_to_string(path)?))
+        }
         Some(path) => Constraint::ebnf(std::fs::read_to_string(path)?, "root"),
         None => Constraint::new(ConstraintSpec::JsonObject),
     };

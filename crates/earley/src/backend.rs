@@ -10,6 +10,7 @@ use tokensieve_core::{
     Whitespace,
 };
 use tokensieve_grammar::compose::{self, GrammarTag};
+use tokensieve_grammar::pieces::{PieceGrammar, PieceLimits};
 use tokensieve_grammar::regular::choice_regex;
 use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie, json_schema};
 
@@ -27,6 +28,16 @@ pub const SUPPORTED_KINDS: [SpecKind; 6] = [
     SpecKind::Choice,
     SpecKind::StructuralTag,
 ];
+
+/// How big a block of a long counted repetition is, when a JSON Schema's
+/// regular parts are too big for lexemes and its long repetitions are
+/// taken apart ([`PieceLimits::block_weight`], about DFA states). A JSON
+/// string character weighs 13 (its DFA takes about 15 states a
+/// character), so a `maxLength: 4096` string is 52 blocks of 78 characters;
+/// a heavier body (an array's object items) gets fewer copies a block, down
+/// to one. The parser nests one rule per block and each block is one
+/// lexeme: this keeps both small.
+const REPEAT_BLOCK_WEIGHT: u64 = 1024;
 
 /// The earley backend for one vocabulary: holds the vocabulary's token trie
 /// (shared with every backend on the same vocabulary).
@@ -115,12 +126,36 @@ impl EarleyBackend {
                     self.config.max_whitespace,
                     &json_schema::LoweringLimits::default(),
                 )?;
+                let attempt = |pieces: &PieceGrammar| {
+                    Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
+                        .pieces(pieces)
+                };
+                let taken_apart = || {
+                    Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
+                        .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
+                };
                 // The regular parts whole, as lexemes; where one is too big
-                // for a lexeme, the grammar taken apart (slower to build).
-                match lowering.pieces(&lowered.to_pieces()?) {
+                // for a lexeme, its long counted repetitions (`maxLength`)
+                // in blocks; failing that, the grammar taken apart (slower
+                // to build, and a string of thousands of characters becomes
+                // as many nested rules, whose masks cost millions of item
+                // operations).
+                let whole = lowered.to_pieces()?;
+                match attempt(&whole) {
                     Err(GrammarError::LimitExceeded { .. }) => {
-                        Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
-                            .grammar(&lowered.to_grammar(&GbnfLimits::default())?)?
+                        let blocks = lowered.to_pieces_with(&PieceLimits {
+                            block_weight: Some(REPEAT_BLOCK_WEIGHT),
+                            ..PieceLimits::default()
+                        });
+                        match blocks {
+                            // Nothing long to take apart, or too many rules
+                            // once taken apart: as before.
+                            Ok(blocks) if blocks != whole => match attempt(&blocks) {
+                                Err(GrammarError::LimitExceeded { .. }) => taken_apart()?,
+                                other => other?,
+                            },
+                            _ => taken_apart()?,
+                        }
                     }
                     other => other?,
                 }

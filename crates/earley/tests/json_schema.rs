@@ -443,3 +443,114 @@ fn sentences_and_near_misses_never_yield_an_invalid_output() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(checked_files > 0);
 }
+
+/// Two strings of `maxLength: 4096` (as in Snowplow's schemas): too big
+/// together for one lexeme, they used to send the whole schema to the
+/// grammar taken apart, where a string is a chain of 4096 nested rules and
+/// one mask inside it cost more than 20 million item operations. Each
+/// string is now cut into blocks of characters: every token of these
+/// instances is in its mask and accepted on a budget of `max_step_work`
+/// far below the default.
+const LONG_STRINGS: &str = r#"{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 4096},
+    "value": {"type": ["string", "null"], "minLength": 70, "maxLength": 4096}
+  },
+  "required": ["name", "value"],
+  "additionalProperties": false
+}"#;
+
+/// Walks `text` token by token (greedy tokens of the vocabulary) as a
+/// sampler would: the mask, the token's bit, the token. `Ok` with whether
+/// the output may end there; `Err` when a token is not in its mask or the
+/// matcher refuses one that was.
+fn walk_with_masks(
+    compiled: &dyn tokensieve_core::CompiledGrammar,
+    vocab: &tokensieve_core::Vocabulary,
+    text: &str,
+) -> Result<bool, String> {
+    let ids = vocab
+        .encode_greedy(text.as_bytes())
+        .ok_or("the vocabulary cannot spell it")?;
+    let mut m = compiled.matcher();
+    let mut row = vec![0u32; vocab.mask_words()];
+    for (i, &id) in ids.iter().enumerate() {
+        m.fill_bitmask(&mut row);
+        if row[id as usize / 32] & (1 << (id % 32)) == 0 {
+            return Err(format!("token {i} (id {id}) not in the mask"));
+        }
+        m.accept_token(id)
+            .map_err(|e| format!("token {i} (id {id}) in the mask but refused: {e}"))?;
+    }
+    Ok(m.is_accepting())
+}
+
+#[test]
+fn long_max_length_strings_cost_little_per_token() {
+    let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+    let frugal = EarleyBackend::new(
+        vocab.clone(),
+        EarleyConfig {
+            max_step_work: 20_000,
+            ..EarleyConfig::default()
+        },
+    );
+    let compiled = frugal
+        .compile(&Constraint::json_schema(LONG_STRINGS))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let name: String = "ab\\u00e9 the é😀 ".repeat(90);
+    let value: String = "x\\\"12".repeat(30);
+    for text in [
+        format!(r#"{{"name": "{name}", "value": "{value}"}}"#),
+        r#"{"name": "", "value": null}"#.to_string(),
+        format!(
+            r#"{{"name": "session_id", "value": "{}"}}"#,
+            "1234567890".repeat(7)
+        ),
+    ] {
+        let shown: String = text.chars().take(60).collect();
+        assert_eq!(
+            walk_with_masks(&*compiled, &vocab, &text),
+            Ok(true),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn long_max_length_strings_keep_their_bounds() {
+    let b = backend();
+    let schema = Constraint::json_schema(LONG_STRINGS);
+    let instance = |name: &str, value: &str| format!(r#"{{"name": "{name}", "value": {value}}}"#);
+    let quoted = |s: String| format!("\"{s}\"");
+    // Characters, not bytes: an escape or a multi-byte character is one.
+    let chars = |n: usize| -> String {
+        ["a", "\\u0041", "é", "\\n", "😀"]
+            .iter()
+            .cycle()
+            .take(n)
+            .copied()
+            .collect()
+    };
+    // (characters of name, of value (None: null), valid)
+    for (name, value, ok) in [
+        (4096, None, true),
+        (4097, None, false),
+        (0, Some(70), true),
+        (0, Some(69), false),
+        (1, Some(4096), true),
+        (1, Some(4097), false),
+        (4096, Some(4096), true),
+        (64, Some(128), true),
+        (63, Some(127), true),
+    ] {
+        let value_text = value.map_or("null".to_string(), |n| quoted(chars(n)));
+        let text = instance(&chars(name), &value_text);
+        assert_eq!(
+            accepts(&b, &schema, text.as_bytes()),
+            ok,
+            "name of {name} characters, value of {value:?}"
+        );
+    }
+}

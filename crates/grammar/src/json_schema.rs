@@ -195,7 +195,15 @@ impl SchemaGrammar {
     /// rule reference stays one regex (see [`crate::pieces`]), so a backend
     /// gets the schema's regular parts whole.
     pub fn to_pieces(&self) -> Result<PieceGrammar, GrammarError> {
-        let g = pieces::split(&self.root, &self.rules, &PieceLimits::default())?;
+        self.to_pieces_with(&PieceLimits::default())
+    }
+
+    /// [`SchemaGrammar::to_pieces`] with explicit limits: with
+    /// [`PieceLimits::block_weight`], long counted repetitions (the
+    /// characters of a `maxLength: 4096` string) are taken apart into
+    /// blocks, for a backend whose automata cannot hold them whole.
+    pub fn to_pieces_with(&self, limits: &PieceLimits) -> Result<PieceGrammar, GrammarError> {
+        let g = pieces::split(&self.root, &self.rules, limits)?;
         if g.productive().iter().any(|&p| !p) {
             return Err(self.endless());
         }

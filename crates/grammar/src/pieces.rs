@@ -17,7 +17,7 @@
 //! placeholders, is a reference; a class that mixes them with other
 //! characters is a plain class.
 
-use regex_syntax::hir::{Class, Hir, HirKind};
+use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 use tokensieve_core::GrammarError;
 
 use crate::compose::PLACEHOLDER_BASE;
@@ -53,6 +53,15 @@ pub struct PieceLimits {
     pub max_repeat: u32,
     /// Most rules in all. Default 100 000.
     pub max_rules: usize,
+    /// Size of a block of a long counted repetition, in [`weight`] (about
+    /// the states of an automaton). With `Some(w)`, a counted repetition of
+    /// a reference-free body whose copies weigh `2w` or more
+    /// (`"(?:char){0,4096}"`, a `maxLength: 4096` string) is taken apart
+    /// into blocks of as many copies as weigh about `w`, at least one
+    /// ([`Splitter::blocks`]), so that no one regex holds thousands of
+    /// copies; what follows it in its sequence stays with its last block.
+    /// Default `None`: every reference-free sub-expression stays whole.
+    pub block_weight: Option<u64>,
 }
 
 impl Default for PieceLimits {
@@ -61,6 +70,7 @@ impl Default for PieceLimits {
             max_nest: 512,
             max_repeat: 10_000,
             max_rules: 100_000,
+            block_weight: None,
         }
     }
 }
@@ -194,6 +204,135 @@ impl Splitter<'_> {
         Ok(self.rules.len() - 1)
     }
 
+    /// The pieces of a sequence, or `None` when it is one plain regex. A
+    /// long repetition in it ([`Splitter::long_repetition`]) is taken
+    /// apart into blocks with the rest of the sequence as its continuation.
+    fn sequence(&mut self, subs: &[Hir]) -> Result<Option<Vec<Piece>>, GrammarError> {
+        let long = subs
+            .iter()
+            .enumerate()
+            .find_map(|(k, s)| self.long_repetition(s).map(|long| (k, long)));
+        let head = &subs[..long.map_or(subs.len(), |(k, _)| k)];
+        let walked = head
+            .iter()
+            .map(|s| self.walk(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        if long.is_none() && walked.iter().all(|w| matches!(w, Walked::Plain)) {
+            return Ok(None);
+        }
+        let mut pieces = Vec::new();
+        let mut run: Vec<Hir> = Vec::new();
+        for (sub, w) in head.iter().zip(walked) {
+            match w {
+                Walked::Plain => run.push(sub.clone()),
+                Walked::Pieces(p) => {
+                    if !run.is_empty() {
+                        pieces.push(plain(&Hir::concat(std::mem::take(&mut run)))?);
+                    }
+                    pieces.extend(p);
+                }
+            }
+        }
+        if !run.is_empty() {
+            pieces.push(plain(&Hir::concat(run))?);
+        }
+        if let Some((k, (rep, per_block))) = long {
+            let rest = &subs[k + 1..];
+            let continuation = match self.sequence(rest)? {
+                Some(p) => p,
+                None if rest.is_empty() => Vec::new(),
+                None => vec![plain(&Hir::concat(rest.to_vec()))?],
+            };
+            pieces.extend(self.blocks(rep, per_block, continuation)?);
+        }
+        pieces.retain(|p| !matches!(p, Piece::Regex { regex, .. } if regex.is_empty()));
+        Ok(Some(pieces))
+    }
+
+    /// `hir` if it is a counted repetition (in captures or not) of a
+    /// reference-free body, with the copies of a block, when its copies
+    /// make at least two blocks of [`PieceLimits::block_weight`].
+    fn long_repetition<'h>(&self, hir: &'h Hir) -> Option<(&'h Repetition, u32)> {
+        let block = self.limits.block_weight?;
+        let HirKind::Repetition(rep) = unwrap_captures(hir).kind() else {
+            return None;
+        };
+        let copies = rep.max.unwrap_or(rep.min).max(rep.min);
+        let per_block = (block / weight(&rep.sub).max(1)).clamp(1, u32::MAX as u64) as u32;
+        (copies >= per_block.saturating_mul(2) && !mentions_rule(&rep.sub))
+            .then_some((rep, per_block))
+    }
+
+    /// `X{lo,hi}` (X reference-free, `b` copies a block), then
+    /// `continuation`, in blocks `B = X{b}`: `lo / b` blocks, then the rest
+    /// `X{lo',hi'}` (`lo' < b`): one regex if it is unbounded or under two
+    /// blocks, else nested rules
+    ///
+    /// ```text
+    /// C_0 ::= X{0,r} continuation                 (hi' = q b + r)
+    /// C_j ::= X{0,b-1} continuation | B C_(j-1)   (0 < j < q)
+    /// C_q ::= X{lo',b-1} continuation | B C_(q-1)
+    /// ```
+    ///
+    /// so `C_j` is `X{0, j b + r}` (the two alternatives take fewer than `b`
+    /// copies and at least `b`), `C_q` is `X{lo',hi'}`, and a parser nests
+    /// one rule per block, not per copy. The continuation is written after
+    /// each last block, so a backend can end the last block's lexeme with
+    /// what follows (a string's closing quote) instead of after every copy.
+    fn blocks(
+        &mut self,
+        rep: &Repetition,
+        b: u32,
+        continuation: Vec<Piece>,
+    ) -> Result<Vec<Piece>, GrammarError> {
+        let b = b.max(1);
+        let copies = |min: u32, max: Option<u32>| {
+            plain(&Hir::repetition(Repetition {
+                min,
+                max,
+                greedy: true,
+                sub: rep.sub.clone(),
+            }))
+        };
+        let full = rep.min / b;
+        let lo = rep.min - full * b;
+        let block = copies(b, Some(b))?;
+        let mut pieces = vec![block.clone(); full as usize];
+        let with_continuation = |first: Piece| {
+            let mut alt = vec![first];
+            alt.extend(continuation.iter().cloned());
+            alt
+        };
+        let hi = match rep.max {
+            Some(max) if max - full * b >= b.saturating_mul(2) => max - full * b,
+            max => {
+                // Unbounded, or few copies left: one regex.
+                pieces.extend(with_continuation(copies(lo, max.map(|m| m - full * b))?));
+                return Ok(pieces);
+            }
+        };
+        let (q, r) = (hi / b, hi % b);
+        let mut chain = self.helper(vec![with_continuation(copies(0, Some(r))?)])?;
+        let tail = self.helper(vec![with_continuation(copies(0, Some(b - 1))?)])?;
+        for _ in 1..q {
+            chain = self.helper(vec![
+                vec![Piece::Rule(tail)],
+                vec![block.clone(), Piece::Rule(chain)],
+            ])?;
+        }
+        let first_tail = if lo == 0 {
+            tail
+        } else {
+            self.helper(vec![with_continuation(copies(lo, Some(b - 1))?)])?
+        };
+        let top = self.helper(vec![
+            vec![Piece::Rule(first_tail)],
+            vec![block, Piece::Rule(chain)],
+        ])?;
+        pieces.push(Piece::Rule(top));
+        Ok(pieces)
+    }
+
     fn walk(&mut self, hir: &Hir) -> Result<Walked, GrammarError> {
         Ok(match hir.kind() {
             HirKind::Empty | HirKind::Look(_) => Walked::Plain,
@@ -245,33 +384,10 @@ impl Splitter<'_> {
             }
             HirKind::Class(Class::Bytes(_)) => Walked::Plain,
             HirKind::Capture(capture) => self.walk(&capture.sub)?,
-            HirKind::Concat(subs) => {
-                let walked = subs
-                    .iter()
-                    .map(|s| self.walk(s))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if walked.iter().all(|w| matches!(w, Walked::Plain)) {
-                    return Ok(Walked::Plain);
-                }
-                let mut pieces = Vec::new();
-                let mut run: Vec<Hir> = Vec::new();
-                for (sub, w) in subs.iter().zip(walked) {
-                    match w {
-                        Walked::Plain => run.push(sub.clone()),
-                        Walked::Pieces(p) => {
-                            if !run.is_empty() {
-                                pieces.push(plain(&Hir::concat(std::mem::take(&mut run)))?);
-                            }
-                            pieces.extend(p);
-                        }
-                    }
-                }
-                if !run.is_empty() {
-                    pieces.push(plain(&Hir::concat(run))?);
-                }
-                pieces.retain(|p| !matches!(p, Piece::Regex { regex, .. } if regex.is_empty()));
-                Walked::Pieces(pieces)
-            }
+            HirKind::Concat(subs) => match self.sequence(subs)? {
+                Some(pieces) => Walked::Pieces(pieces),
+                None => Walked::Plain,
+            },
             HirKind::Alternation(subs) => {
                 let walked = subs
                     .iter()
@@ -290,6 +406,9 @@ impl Splitter<'_> {
                 Walked::Pieces(vec![Piece::Rule(self.helper(alternatives)?)])
             }
             HirKind::Repetition(rep) => {
+                if let Some((rep, per_block)) = self.long_repetition(hir) {
+                    return Ok(Walked::Pieces(self.blocks(rep, per_block, Vec::new())?));
+                }
                 let body = match self.walk(&rep.sub)? {
                     Walked::Plain => return Ok(Walked::Plain),
                     Walked::Pieces(p) if p.len() == 1 => p,
@@ -341,6 +460,58 @@ fn literal(text: &str) -> Piece {
     Piece::Regex {
         regex: regex_syntax::escape(text),
         nullable: text.is_empty(),
+    }
+}
+
+/// About the states of an automaton for `hir`, the measure of
+/// [`PieceLimits::block_weight`]: the bytes of its literals, one per class,
+/// the copies of a counted repetition multiplied (an unbounded one counts
+/// its least copies, at least one), saturating.
+pub fn weight(hir: &Hir) -> u64 {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => 0,
+        HirKind::Literal(lit) => lit.0.len() as u64,
+        HirKind::Class(_) => 1,
+        HirKind::Capture(c) => weight(&c.sub),
+        HirKind::Repetition(r) => {
+            let copies = r.max.unwrap_or(r.min).max(r.min).max(1);
+            weight(&r.sub).saturating_mul(copies as u64)
+        }
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+            subs.iter().fold(0, |w, s| w.saturating_add(weight(s)))
+        }
+    }
+}
+
+/// `hir` without the capture groups around it.
+fn unwrap_captures(hir: &Hir) -> &Hir {
+    match hir.kind() {
+        HirKind::Capture(c) => unwrap_captures(&c.sub),
+        _ => hir,
+    }
+}
+
+/// Whether `hir` holds a rule reference, read as [`Splitter::walk`] reads
+/// them: a placeholder character in a literal, or a class of placeholders
+/// only (a class that mixes them with other characters, like a JSON string
+/// character, is plain).
+fn mentions_rule(hir: &Hir) -> bool {
+    let placeholders = PLACEHOLDER_BASE..PLACEHOLDER_BASE + 0xFFFE;
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) | HirKind::Class(Class::Bytes(_)) => false,
+        HirKind::Literal(lit) => String::from_utf8_lossy(&lit.0)
+            .chars()
+            .any(|c| placeholders.contains(&(c as u32))),
+        HirKind::Class(Class::Unicode(class)) => {
+            !class.ranges().is_empty()
+                && class.ranges().iter().all(|r| {
+                    placeholders.contains(&(r.start() as u32))
+                        && placeholders.contains(&(r.end() as u32))
+                })
+        }
+        HirKind::Capture(c) => mentions_rule(&c.sub),
+        HirKind::Repetition(r) => mentions_rule(&r.sub),
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => subs.iter().any(mentions_rule),
     }
 }
 
@@ -600,6 +771,73 @@ mod tests {
         )
         .unwrap();
         assert!(!g.productive()[0]);
+    }
+
+    /// Long repetitions in blocks: every count in and around the bounds,
+    /// with fixed blocks (`min` of a block or more), a remainder, no upper
+    /// bound, a body of two lengths, captures, a continuation with a
+    /// reference, and a repetition with no sequence around it.
+    #[test]
+    fn long_repetitions_in_blocks_keep_their_counts() {
+        let limits = PieceLimits {
+            // Three copies of `a|bc` (weight 3) a block.
+            block_weight: Some(9),
+            ..PieceLimits::default()
+        };
+        for (min, max) in [
+            (0, Some(6)),
+            (0, Some(7)),
+            (0, Some(11)),
+            (1, Some(9)),
+            (2, Some(14)),
+            (4, Some(10)),
+            (7, Some(16)),
+            (6, None),
+            (7, None),
+            (4, Some(6)),
+        ] {
+            let bound = max.map_or(String::new(), |m| m.to_string());
+            let root = format!(r#"<"((?:a|bc){{{min},{bound}}})"{}>"#, p(0));
+            let g = split(&root, &["r".into()], &limits).unwrap();
+            assert!(g.productive().iter().all(|&p| p));
+            let plain = split(&root, &["r".into()], &PieceLimits::default()).unwrap();
+            if max.is_some_and(|m| m >= 6) || min >= 6 {
+                assert_ne!(g, plain, "{root}: not split");
+            }
+            for n in 0..max.unwrap_or(min + 4) + 3 {
+                let body: String = ["a", "bc"].iter().cycle().take(n).copied().collect();
+                let ok = n >= min && max.is_none_or(|m| n <= m);
+                let text = format!(r#"<"{body}"r>"#);
+                assert_eq!(accepts(&g, text.as_bytes()), ok, "{root} on {text}");
+                assert_eq!(accepts(&plain, text.as_bytes()), ok, "{root} on {text}");
+                assert!(!accepts(&g, format!(r#"<"{body}r>"#).as_bytes()));
+            }
+        }
+        // Alone, inside an alternation (no continuation), and with a class
+        // that holds the placeholders among other characters (plain).
+        for root in ["a{2,30}", "x(?:a{2,30}|b)y", "x[^y]{2,30}y"] {
+            let g = split(root, &[], &limits).unwrap();
+            let plain = split(root, &[], &PieceLimits::default()).unwrap();
+            assert!(g.rules.len() > plain.rules.len(), "{root}: not split");
+            let re = Regex::new(&format!("^(?:{root})$")).unwrap();
+            for n in 0..34 {
+                let a = "a".repeat(n);
+                for text in [a.clone(), format!("x{a}y"), "xby".to_string()] {
+                    assert_eq!(
+                        accepts(&g, text.as_bytes()),
+                        re.is_match(&text),
+                        "{root} on {text}"
+                    );
+                }
+            }
+        }
+        // Repetitions around references keep their own rules.
+        let around = format!("(?:{}){{0,9}}", p(0));
+        let g = split(&around, &["r".into()], &limits).unwrap();
+        assert_eq!(
+            g,
+            split(&around, &["r".into()], &PieceLimits::default()).unwrap()
+        );
     }
 
     /// The same language as from_regex + link, on random sentences of that
