@@ -39,6 +39,20 @@ pub const SUPPORTED_KINDS: [SpecKind; 6] = [
 /// lexeme: this keeps both small.
 const REPEAT_BLOCK_WEIGHT: u64 = 1024;
 
+/// The front end's limits for a JSON Schema here. Counted repetitions
+/// may go to 65,535 (a `maxLength: 65535` text field), where the default
+/// stops at 10,000 for automata that hold every copy: too big for one
+/// lexeme, such a repetition is taken apart into blocks
+/// ([`REPEAT_BLOCK_WEIGHT`]), one rule each, and what bounds the work is
+/// the expanded size, as before.
+fn schema_limits() -> json_schema::LoweringLimits {
+    json_schema::LoweringLimits {
+        max_repeat: u16::MAX as u32,
+        max_expanded_len: 1 << 40,
+        ..json_schema::LoweringLimits::default()
+    }
+}
+
 /// The earley backend for one vocabulary: holds the vocabulary's token trie
 /// (shared with every backend on the same vocabulary).
 pub struct EarleyBackend {
@@ -124,7 +138,7 @@ impl EarleyBackend {
                     schema,
                     &constraint.options,
                     self.config.max_whitespace,
-                    &json_schema::LoweringLimits::default(),
+                    &schema_limits(),
                 )?;
                 let attempt = |pieces: &PieceGrammar| {
                     Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
@@ -189,7 +203,7 @@ impl EarleyBackend {
             schema,
             options,
             self.config.max_whitespace,
-            &json_schema::LoweringLimits::default(),
+            &schema_limits(),
         )?
         .to_grammar(&GbnfLimits::default())
     }

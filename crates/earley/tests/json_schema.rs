@@ -518,6 +518,58 @@ fn long_max_length_strings_cost_little_per_token() {
     }
 }
 
+/// Text fields as real schemas write them (`maxLength` 32,767 and 65,535),
+/// past the front end's default count limit of 10,000, in an array whose
+/// expanded size is past its default 16 MiB: earley takes them in blocks.
+const TEXT_FIELDS: &str = r#"{
+  "type": "array",
+  "maxItems": 300,
+  "items": {
+    "type": "object",
+    "properties": {
+      "body": {"type": "string", "maxLength": 32767},
+      "note": {"type": "string", "minLength": 2, "maxLength": 65535}
+    },
+    "required": ["body", "note"],
+    "additionalProperties": false
+  }
+}"#;
+
+#[test]
+fn text_fields_of_tens_of_thousands_of_characters_keep_their_bounds() {
+    let compiled = backend()
+        .compile(&Constraint::json_schema(TEXT_FIELDS))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let item = |body: usize, note: usize| {
+        format!(
+            r#"{{"body": "{}", "note": "{}"}}"#,
+            "ab\\né".repeat(body / 4) + &"z".repeat(body % 4),
+            "x".repeat(note)
+        )
+    };
+    for (items, ok) in [
+        (vec![item(32767, 2)], true),
+        (vec![item(32768, 2)], false),
+        (vec![item(0, 65535), item(3, 2)], true),
+        (vec![item(0, 65536)], false),
+        (vec![item(5, 1)], false),
+        (vec![item(1, 2); 300], true),
+        (vec![item(1, 2); 301], false),
+    ] {
+        let text = format!("[{}]", items.join(", "));
+        let mut m = compiled.matcher();
+        let accepted = m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting();
+        let shown: String = text.chars().take(50).collect();
+        assert_eq!(
+            accepted,
+            ok,
+            "{} items, {} bytes: {shown}…",
+            items.len(),
+            text.len()
+        );
+    }
+}
+
 #[test]
 fn long_max_length_strings_keep_their_bounds() {
     let b = backend();

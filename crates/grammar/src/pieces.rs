@@ -251,16 +251,39 @@ impl Splitter<'_> {
 
     /// `hir` if it is a counted repetition (in captures or not) of a
     /// reference-free body, with the copies of a block, when its copies
-    /// make at least two blocks of [`PieceLimits::block_weight`].
+    /// make at least two blocks of [`PieceLimits::block_weight`]. A body
+    /// that holds a long repetition itself (an array of objects with long
+    /// strings) is not one: it is walked as a body with rules, so that
+    /// its own long repetition is taken apart.
     fn long_repetition<'h>(&self, hir: &'h Hir) -> Option<(&'h Repetition, u32)> {
-        let block = self.limits.block_weight?;
         let HirKind::Repetition(rep) = unwrap_captures(hir).kind() else {
             return None;
         };
+        let per_block = self.blocks_of(rep)?;
+        (!self.holds_long_repetition(&rep.sub)).then_some((rep, per_block))
+    }
+
+    /// The copies of a block of `rep`, when its body is reference-free and
+    /// its copies make at least two blocks.
+    fn blocks_of(&self, rep: &Repetition) -> Option<u32> {
+        let block = self.limits.block_weight?;
         let copies = rep.max.unwrap_or(rep.min).max(rep.min);
         let per_block = (block / weight(&rep.sub).max(1)).clamp(1, u32::MAX as u64) as u32;
-        (copies >= per_block.saturating_mul(2) && !mentions_rule(&rep.sub))
-            .then_some((rep, per_block))
+        (copies >= per_block.saturating_mul(2) && !mentions_rule(&rep.sub)).then_some(per_block)
+    }
+
+    /// Whether a repetition long enough for blocks is anywhere in `hir`.
+    fn holds_long_repetition(&self, hir: &Hir) -> bool {
+        match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) | HirKind::Literal(_) | HirKind::Class(_) => false,
+            HirKind::Capture(c) => self.holds_long_repetition(&c.sub),
+            HirKind::Repetition(r) => {
+                self.blocks_of(r).is_some() || self.holds_long_repetition(&r.sub)
+            }
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                subs.iter().any(|s| self.holds_long_repetition(s))
+            }
+        }
     }
 
     /// `X{lo,hi}` (X reference-free, `b` copies a block), then
