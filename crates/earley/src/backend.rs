@@ -144,7 +144,13 @@ impl EarleyBackend {
                     Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
                         .pieces(pieces)
                 };
-                let taken_apart = || {
+                // A grammar with intersections cannot be taken apart (no
+                // grammar rule says "both"): the limit that stopped the
+                // lexemes is the error.
+                let taken_apart = |limit: GrammarError| {
+                    if !lowered.intersections.is_empty() {
+                        return Err(limit);
+                    }
                     Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
                         .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
                 };
@@ -156,7 +162,7 @@ impl EarleyBackend {
                 // operations).
                 let whole = lowered.to_pieces()?;
                 match attempt(&whole) {
-                    Err(GrammarError::LimitExceeded { .. }) => {
+                    Err(limit @ GrammarError::LimitExceeded { .. }) => {
                         let blocks = lowered.to_pieces_with(&PieceLimits {
                             block_weight: Some(REPEAT_BLOCK_WEIGHT),
                             ..PieceLimits::default()
@@ -165,10 +171,12 @@ impl EarleyBackend {
                             // Nothing long to take apart, or too many rules
                             // once taken apart: as before.
                             Ok(blocks) if blocks != whole => match attempt(&blocks) {
-                                Err(GrammarError::LimitExceeded { .. }) => taken_apart()?,
+                                Err(limit @ GrammarError::LimitExceeded { .. }) => {
+                                    taken_apart(limit)?
+                                }
                                 other => other?,
                             },
-                            _ => taken_apart()?,
+                            _ => taken_apart(limit)?,
                         }
                     }
                     other => other?,

@@ -228,7 +228,37 @@ pub(crate) fn lexeme(
     words: usize,
     limits: &DfaLimits,
 ) -> Result<Arc<Lexeme>, GrammarError> {
-    let key = (trie.fingerprint(), regex.to_string(), limits.max_dfa_states);
+    shared(regex.to_string(), trie, words, limits, || {
+        ByteDfa::build(regex, limits)
+    })
+}
+
+/// The lexeme of the texts every one of `regexes` matches (their
+/// intersection, built as a product automaton), shared like [`lexeme`].
+pub(crate) fn intersection_lexeme(
+    regexes: &[String],
+    trie: &Arc<TokenTrie>,
+    words: usize,
+    limits: &DfaLimits,
+) -> Result<Arc<Lexeme>, GrammarError> {
+    // NUL never appears in a regex we build, so this key is no regex's.
+    let key = format!("\0&{}", regexes.join("\0"));
+    shared(key, trie, words, limits, || {
+        let patterns: Vec<&str> = regexes.iter().map(String::as_str).collect();
+        ByteDfa::intersection(&patterns, limits)
+    })
+}
+
+/// The cached lexeme of `key`, or the one `build` makes (kept, failure
+/// included).
+fn shared(
+    key: String,
+    trie: &Arc<TokenTrie>,
+    words: usize,
+    limits: &DfaLimits,
+    build: impl FnOnce() -> Result<ByteDfa, GrammarError>,
+) -> Result<Arc<Lexeme>, GrammarError> {
+    let key = (trie.fingerprint(), key, limits.max_dfa_states);
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         let map = cache.get_or_insert_with(HashMap::new);
@@ -238,8 +268,7 @@ pub(crate) fn lexeme(
     }
     // Failures are kept too: a grammar tries each of its regular rules as
     // a lexeme, and one that is too big should cost one attempt a process.
-    let lexeme =
-        ByteDfa::build(regex, limits).map(|dfa| Arc::new(Lexeme::new(dfa, trie.clone(), words)));
+    let lexeme = build().map(|dfa| Arc::new(Lexeme::new(dfa, trie.clone(), words)));
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let map = cache.get_or_insert_with(HashMap::new);
     if map.len() >= CACHE_ENTRIES {

@@ -17,7 +17,7 @@ use tokensieve_grammar::regular::terminal_regex;
 use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
-use crate::lexeme::{Lexeme, lexeme};
+use crate::lexeme::{Lexeme, intersection_lexeme, lexeme};
 use crate::parser::{Cfg, Sym};
 
 /// Builds the flat grammar; shared by every spec kind.
@@ -160,6 +160,11 @@ impl<'a> Lowering<'a> {
                             self.flush_limit(&mut run, self.config.max_dfa_states)?;
                             self.syms.push(Sym::Rule(*t as u32));
                         }
+                        PieceKind::Intersection { regexes, .. } => {
+                            self.flush_limit(&mut run, self.config.max_dfa_states)?;
+                            let l = self.intersection_id(regexes, self.config.max_dfa_states)?;
+                            self.syms.push(Sym::Lex(l));
+                        }
                     }
                 }
                 self.flush_limit(&mut run, self.config.max_dfa_states)?;
@@ -263,6 +268,31 @@ impl<'a> Lowering<'a> {
             self.words,
             &self.config.dfa_limits(max_states),
         )?;
+        self.add_lexeme(regex.to_string(), l)
+    }
+
+    /// The lexeme of the texts all of `regexes` match.
+    fn intersection_id(
+        &mut self,
+        regexes: &[String],
+        max_states: usize,
+    ) -> Result<u32, GrammarError> {
+        // NUL is in no regex we build: no regex's key.
+        let key = format!("\0&{}", regexes.join("\0"));
+        if let Some(&id) = self.lexeme_ids.get(&key) {
+            return Ok(id);
+        }
+        self.cancel.check()?;
+        let l = intersection_lexeme(
+            regexes,
+            self.trie,
+            self.words,
+            &self.config.dfa_limits(max_states),
+        )?;
+        self.add_lexeme(key, l)
+    }
+
+    fn add_lexeme(&mut self, key: String, l: Arc<Lexeme>) -> Result<u32, GrammarError> {
         self.lexeme_states += l.dfa.num_states();
         if self.lexeme_states > self.config.max_total_lexeme_states {
             return Err(GrammarError::LimitExceeded {
@@ -276,7 +306,7 @@ impl<'a> Lowering<'a> {
         }
         let id = self.lexemes.len() as u32;
         self.lexemes.push(l);
-        self.lexeme_ids.insert(regex.to_string(), id);
+        self.lexeme_ids.insert(key, id);
         Ok(id)
     }
 

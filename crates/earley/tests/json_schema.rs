@@ -606,3 +606,81 @@ fn long_max_length_strings_keep_their_bounds() {
         );
     }
 }
+
+/// Strings under constraints that no one regex says together — a pattern
+/// with several variable parts and a length, two patterns, excluded values
+/// and a length, a format and a length — are their intersection, one
+/// automaton. On random strings over each schema's alphabet the matcher
+/// must accept exactly the valid ones (`exact`), or at least never an
+/// invalid one (formats, whose regexes may be narrower than the validator).
+#[test]
+fn intersected_string_constraints_accept_exactly_the_valid_strings() {
+    let cases: [(&str, &str, bool); 5] = [
+        (
+            r#"{"type": "string", "pattern": "^[ab]+-[ab]+$", "minLength": 4, "maxLength": 6}"#,
+            "ab-",
+            true,
+        ),
+        (
+            r#"{"type": "string", "allOf": [{"pattern": "a"}, {"pattern": "b$"}], "maxLength": 4}"#,
+            "abc",
+            true,
+        ),
+        (
+            r#"{"type": "string", "not": {"enum": ["ab", "abc", "b"]}, "minLength": 1, "maxLength": 3}"#,
+            "abcé",
+            true,
+        ),
+        (
+            r#"{"type": "string", "pattern": "^(a+b)*$", "not": {"const": "ab"}, "maxLength": 5}"#,
+            "ab",
+            true,
+        ),
+        (
+            r#"{"type": "string", "format": "ipv4", "maxLength": 9}"#,
+            "019.",
+            false,
+        ),
+    ];
+    let b = backend();
+    for (schema_text, alphabet, exact) in cases {
+        let schema: Value = serde_json::from_str(schema_text).unwrap();
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .unwrap();
+        let compiled = b
+            .compile(&Constraint::json_schema(schema_text))
+            .unwrap_or_else(|e| panic!("{schema_text}: {e}"));
+        let letters: Vec<char> = alphabet.chars().collect();
+        let mut r = SplitMix64(7);
+        let (mut accepted, mut refused) = (0, 0);
+        for _ in 0..4000 {
+            let len = (r.next_u64() % 11) as usize;
+            let s: String = (0..len)
+                .map(|_| letters[(r.next_u64() % letters.len() as u64) as usize])
+                .collect();
+            let text = serde_json::to_string(&s).unwrap();
+            let mut m = compiled.matcher();
+            let verdict = m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting();
+            let valid = validator.is_valid(&Value::String(s));
+            assert!(
+                !verdict || valid,
+                "{schema_text}: INVALID output accepted: {text}"
+            );
+            assert!(
+                !exact || verdict == valid,
+                "{schema_text}: valid {text} refused"
+            );
+            if verdict {
+                accepted += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        assert!(
+            accepted > 0 && refused > 0,
+            "{schema_text}: {accepted} accepted, {refused} refused"
+        );
+    }
+}

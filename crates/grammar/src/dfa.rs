@@ -138,6 +138,102 @@ impl ByteDfa {
         Ok(dfa)
     }
 
+    /// The DFA of the outputs every one of `patterns` matches in full (the
+    /// intersection of their languages): each pattern's DFA, then their
+    /// product, pruned and minimized like one regex's. What a regex cannot
+    /// say: a JSON string under a pattern *and* a length, or two patterns.
+    /// An empty intersection is an error, as an empty regex is.
+    pub fn intersection(patterns: &[&str], limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {
+        let Some((first, rest)) = patterns.split_first() else {
+            return Err(GrammarError::InvalidSpec(
+                "an intersection of no regexes".into(),
+            ));
+        };
+        let mut dfa = ByteDfa::build(first, limits)?;
+        for pattern in rest {
+            let other = ByteDfa::build(pattern, limits)?;
+            dfa = dfa.product(&other, limits)?;
+        }
+        Ok(dfa)
+    }
+
+    /// The product automaton of `self` and `other`: a pair of states
+    /// accepts when both do, and dies when either does.
+    fn product(&self, other: &ByteDfa, limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {
+        // Byte classes of the product: the distinct pairs of classes.
+        let mut classes = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut pair_class: HashMap<(u8, u8), u8> = HashMap::new();
+        for b in 0..=255u8 {
+            let pair = (self.classes[b as usize], other.classes[b as usize]);
+            let next = pair_class.len();
+            let c = *pair_class.entry(pair).or_insert_with(|| {
+                reps.push(b);
+                next as u8
+            });
+            classes[b as usize] = c;
+        }
+        let stride = reps.len();
+        let raw_cap = limits.max_dfa_states.saturating_mul(8);
+        let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut order = vec![(self.start, other.start)];
+        ids.insert((self.start, other.start), 1);
+        let mut trans = vec![DEAD; stride];
+        let mut accepting = vec![false];
+        let mut i = 0;
+        while i < order.len() {
+            let (a, b) = order[i];
+            i += 1;
+            accepting.push(self.is_accepting(a) && other.is_accepting(b));
+            for &rep in &reps {
+                let next = (self.next(a, rep), other.next(b, rep));
+                let id = if next.0 == DEAD || next.1 == DEAD {
+                    DEAD
+                } else if let Some(&id) = ids.get(&next) {
+                    id
+                } else {
+                    let id = order.len() as u32 + 1;
+                    if id as usize > raw_cap {
+                        return Err(GrammarError::LimitExceeded {
+                            what: "the intersection's unminimized DFA (states)".into(),
+                            limit: raw_cap,
+                            knob: "max_dfa_states (x8 before minimization)".into(),
+                        });
+                    }
+                    ids.insert(next, id);
+                    order.push(next);
+                    id
+                };
+                trans.push(id);
+            }
+        }
+        let table = Table {
+            classes,
+            stride,
+            trans,
+            accepting,
+            start: 1,
+        };
+        let raw_states = table.accepting.len();
+        let pruned = prune_dead_ends(table)?;
+        let reduced = if limits.minimize {
+            let blocks = hopcroft(&pruned.trans, pruned.stride, &pruned.accepting);
+            quotient(&pruned, &blocks)
+        } else {
+            pruned
+        };
+        let mut dfa = finish(reduced);
+        dfa.raw_states = raw_states;
+        if dfa.num_states() > limits.max_dfa_states {
+            return Err(GrammarError::LimitExceeded {
+                what: format!("the intersection's DFA ({} states)", dfa.num_states()),
+                limit: limits.max_dfa_states,
+                knob: "max_dfa_states".into(),
+            });
+        }
+        Ok(dfa)
+    }
+
     /// The state at the start of the output.
     #[inline]
     pub fn start(&self) -> u32 {
@@ -634,6 +730,40 @@ mod tests {
         for s in ["abc", "abdxx", "ab", "abe", ""] {
             assert_eq!(full_match(&plain, s), full_match(&min, s), "{s}");
         }
+    }
+
+    /// The product accepts exactly what both regexes accept, and keeps
+    /// alive only what both can still complete.
+    #[test]
+    fn intersections_accept_what_every_regex_accepts() {
+        let accepts = |dfa: &ByteDfa, text: &str| {
+            dfa.walk(dfa.start(), text.as_bytes())
+                .is_ok_and(|s| dfa.is_accepting(s))
+        };
+        let dfa = ByteDfa::intersection(&["[a-z]*x[a-z]*", "[a-z]{2,3}"], &limits()).unwrap();
+        for (text, ok) in [
+            ("ax", true),
+            ("xab", true),
+            ("axx", true),
+            ("x", false),
+            ("ab", false),
+            ("abcx", false),
+            ("", false),
+        ] {
+            assert_eq!(accepts(&dfa, text), ok, "{text:?}");
+        }
+        // `ab` is no match, but `abx` is: alive. `abc` can no longer get an
+        // `x` within three letters: dead.
+        assert!(dfa.walk(dfa.start(), b"ab").is_ok());
+        assert!(dfa.walk(dfa.start(), b"abc").is_err());
+        // Multi-byte characters and three regexes.
+        let dfa = ByteDfa::intersection(&["\\PC*é\\PC*", ".{1,2}", "[^z]*"], &limits()).unwrap();
+        assert!(accepts(&dfa, "é") && accepts(&dfa, "aé") && accepts(&dfa, "éé"));
+        assert!(!accepts(&dfa, "aaé") && !accepts(&dfa, "zé") && !accepts(&dfa, "a"));
+        assert!(matches!(
+            ByteDfa::intersection(&["a+", "b+"], &limits()),
+            Err(GrammarError::InvalidSpec(_))
+        ));
     }
 
     #[test]

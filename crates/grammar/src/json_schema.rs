@@ -203,7 +203,7 @@ impl SchemaGrammar {
     /// characters of a `maxLength: 4096` string) are taken apart into
     /// blocks, for a backend whose automata cannot hold them whole.
     pub fn to_pieces_with(&self, limits: &PieceLimits) -> Result<PieceGrammar, GrammarError> {
-        let g = pieces::split(&self.root, &self.rules, limits)?;
+        let g = pieces::split_with(&self.root, &self.rules, &self.intersections, limits)?;
         if g.productive().iter().any(|&p| !p) {
             return Err(self.endless());
         }
@@ -224,6 +224,15 @@ impl SchemaGrammar {
     /// [`compose::from_regex`], linked by [`compose::link`] (placeholder
     /// `i` becomes a reference to rule `i`'s root).
     pub fn to_grammar(&self, limits: &GbnfLimits) -> Result<Grammar, GrammarError> {
+        if let Some((i, _)) = self.intersections.first() {
+            return Err(GrammarError::Unsupported {
+                location: tokensieve_core::Location::None,
+                what: format!(
+                    "a grammar of rules for this schema: {} (rule {i}) is an intersection of regexes",
+                    self.rule_sources[*i]
+                ),
+            });
+        }
         let root = compose::from_regex(&self.root, limits)?;
         let rules = self
             .rules

@@ -34,6 +34,15 @@ pub enum Piece {
     },
     /// A reference to a rule (an index into [`PieceGrammar::rules`]).
     Rule(usize),
+    /// The strings every one of these regexes (reference-free) matches:
+    /// their intersection, which no regex can write, for a backend that
+    /// builds it as one automaton (a JSON string under a pattern and a
+    /// length). It may match nothing.
+    Intersection {
+        regexes: Vec<String>,
+        /// Whether every regex matches the empty string.
+        nullable: bool,
+    },
 }
 
 /// Rules of alternatives of pieces. Rule 0 is the root; rule `i + 1` is the
@@ -85,6 +94,18 @@ pub fn split(
     rules: &[String],
     limits: &PieceLimits,
 ) -> Result<PieceGrammar, GrammarError> {
+    split_with(root, rules, &[], limits)
+}
+
+/// [`split`], where the rules in `intersections` (rule index, regexes) are
+/// each one [`Piece::Intersection`] of their regexes instead of their
+/// text in `rules`.
+pub fn split_with(
+    root: &str,
+    rules: &[String],
+    intersections: &[(usize, Vec<String>)],
+    limits: &PieceLimits,
+) -> Result<PieceGrammar, GrammarError> {
     let mut s = Splitter {
         rules: vec![Vec::new(); rules.len() + 1],
         count: rules.len(),
@@ -94,15 +115,26 @@ pub fn split(
         .chain(rules.iter().map(String::as_str))
         .enumerate()
     {
-        let hir = regex_syntax::ParserBuilder::new()
-            .nest_limit(limits.max_nest)
-            .utf8(true)
-            .build()
-            .parse(text)
-            .map_err(|e| GrammarError::InvalidRegex {
-                location: tokensieve_core::Location::None,
-                message: format!("rule {i} of a regex grammar: {e}"),
-            })?;
+        if i > 0
+            && let Some((_, regexes)) = intersections.iter().find(|(r, _)| *r == i - 1)
+        {
+            let mut nullable = true;
+            for regex in regexes {
+                let hir = parse(regex, limits, i)?;
+                if mentions_rule(&hir) {
+                    return Err(GrammarError::InvalidSpec(format!(
+                        "rule {i} of a regex grammar: an intersection of regexes with rule references"
+                    )));
+                }
+                nullable &= hir.properties().minimum_len() == Some(0);
+            }
+            s.rules[i] = vec![vec![Piece::Intersection {
+                regexes: regexes.clone(),
+                nullable,
+            }]];
+            continue;
+        }
+        let hir = parse(text, limits, i)?;
         let alternatives = match s.walk(&hir)? {
             Walked::Plain => vec![vec![plain(&hir)?]],
             Walked::Pieces(pieces) => vec![pieces],
@@ -110,6 +142,19 @@ pub fn split(
         s.rules[i] = alternatives;
     }
     Ok(PieceGrammar { rules: s.rules })
+}
+
+/// Rule `i`'s regex `text`, parsed.
+fn parse(text: &str, limits: &PieceLimits, i: usize) -> Result<Hir, GrammarError> {
+    regex_syntax::ParserBuilder::new()
+        .nest_limit(limits.max_nest)
+        .utf8(true)
+        .build()
+        .parse(text)
+        .map_err(|e| GrammarError::InvalidRegex {
+            location: tokensieve_core::Location::None,
+            message: format!("rule {i} of a regex grammar: {e}"),
+        })
 }
 
 impl PieceGrammar {
@@ -123,6 +168,7 @@ impl PieceGrammar {
                     && alts.iter().any(|alt| {
                         alt.iter().all(|p| match p {
                             Piece::Regex { nullable, .. } => *nullable,
+                            Piece::Intersection { nullable, .. } => *nullable,
                             Piece::Rule(t) => nullable[*t],
                         })
                     })
@@ -146,7 +192,9 @@ impl PieceGrammar {
                 if !productive[i]
                     && alts.iter().any(|alt| {
                         alt.iter().all(|p| match p {
-                            Piece::Regex { .. } => true,
+                            // An empty intersection is the backend's
+                            // error when it builds the automaton.
+                            Piece::Regex { .. } | Piece::Intersection { .. } => true,
                             Piece::Rule(t) => productive[*t],
                         })
                     })
@@ -700,6 +748,16 @@ mod tests {
                                     );
                                 }
                                 Piece::Rule(t) => next.extend(self.ends(*t, pos, depth + 1)),
+                                Piece::Intersection { regexes, .. } => {
+                                    let res: Vec<Regex> = regexes
+                                        .iter()
+                                        .map(|r| Regex::new(&format!("^(?:{r})$")).unwrap())
+                                        .collect();
+                                    let text = self.text;
+                                    next.extend((pos..=text.len()).filter(|&end| {
+                                        res.iter().all(|re| re.is_match(&text[pos..end]))
+                                    }));
+                                }
                             }
                         }
                         next.sort_unstable();

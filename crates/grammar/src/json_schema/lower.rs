@@ -351,6 +351,9 @@ enum RuleTarget {
     Schema(String),
     /// Any JSON value.
     AnyValue,
+    /// The texts every one of these regexes matches (a string under a
+    /// pattern and a length): a rule of one [`crate::pieces::Piece::Intersection`].
+    Intersection(Vec<String>),
 }
 
 /// The rules of the context-free result. Rule `i` is written in the regex of
@@ -360,6 +363,8 @@ pub(crate) struct Rules {
     index: HashMap<(RuleTarget, u32), usize>,
     bodies: Vec<Option<String>>,
     pending: Vec<(usize, RuleTarget, u32)>,
+    /// The rules that are intersections, with their regexes.
+    intersections: Vec<(usize, Vec<String>)>,
 }
 
 /// The result of the context-free lowering: regexes in which the characters
@@ -371,8 +376,14 @@ pub struct SchemaGrammar {
     /// Rule `i`'s regex.
     pub rules: Vec<String>,
     /// What rule `i` stands for: the JSON pointer of its sub-schema, or
-    /// `"(any value)"`.
+    /// `"(any value)"`, or the pointer of the string whose constraints
+    /// intersect.
     pub rule_sources: Vec<String>,
+    /// The rules that are the intersection of regexes (rule index, the
+    /// regexes): no regex can write them, so their text in `rules`
+    /// matches nothing, and a consumer that cannot build an intersection
+    /// must refuse the grammar ([`crate::pieces::split_with`] takes them).
+    pub intersections: Vec<(usize, Vec<String>)>,
 }
 
 pub(crate) fn lower_document(
@@ -422,6 +433,7 @@ pub(crate) fn lower_document_cf(
     while let Some((id, target, level)) = lowerer.rules.as_mut().and_then(|r| r.pending.pop()) {
         let body = match &target {
             RuleTarget::AnyValue => lowerer.any_of_kind(ALL_TYPES, 1, level)?,
+            RuleTarget::Intersection(_) => unreachable!("intersections are never pending"),
             RuleTarget::Schema(ptr) => {
                 let v = resolve_pointer(schema, ptr).expect("a resolved target");
                 lowerer.ref_stack = vec![ptr.clone()];
@@ -437,7 +449,7 @@ pub(crate) fn lower_document_cf(
         let Some(text) = body.text() else {
             let at = match &target {
                 RuleTarget::Schema(ptr) => ptr.as_str(),
-                RuleTarget::AnyValue => "",
+                RuleTarget::AnyValue | RuleTarget::Intersection(_) => "",
             };
             return Err(GrammarError::schema_at(
                 at,
@@ -454,9 +466,11 @@ pub(crate) fn lower_document_cf(
             RuleTarget::Schema(ptr) if ptr.is_empty() => "#".to_owned(),
             RuleTarget::Schema(ptr) => ptr.clone(),
             RuleTarget::AnyValue => "(any value)".to_owned(),
+            RuleTarget::Intersection(_) => "(an intersection of string constraints)".to_owned(),
         };
     }
     let bodies = rules.bodies;
+    let rules_intersections = rules.intersections;
     if !bodies.is_empty() && uses_placeholder_range(schema) {
         return Err(GrammarError::unsupported_at(
             "",
@@ -472,6 +486,7 @@ pub(crate) fn lower_document_cf(
         root,
         rules,
         rule_sources,
+        intersections: rules_intersections,
     })
 }
 
@@ -616,6 +631,11 @@ impl<'a> Lowerer<'a> {
 
     /// Whether unbounded nesting becomes rules (context-free mode, with no
     /// `max_depth` asked for).
+    /// Whether this is the context-free lowering (rules allowed).
+    pub(crate) fn context_free(&self) -> bool {
+        self.rules.is_some()
+    }
+
     pub(crate) fn unbounded(&self) -> bool {
         self.rules.is_some() && self.options.max_depth.is_none()
     }
@@ -656,6 +676,42 @@ impl<'a> Lowerer<'a> {
         };
         let c = crate::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
         Ok(Lang::lit(c.encode_utf8(&mut [0; 4])))
+    }
+
+    /// In context-free mode, a rule for the texts every one of `regexes`
+    /// matches (`None` outside it: a regex cannot say this).
+    pub(crate) fn intersection_ref(
+        &mut self,
+        regexes: Vec<String>,
+        ptr: &str,
+    ) -> Result<Option<Lang>, GrammarError> {
+        if self.rules.is_none() {
+            return Ok(None);
+        }
+        let limit = self.limits.max_rules.min(MAX_PLACEHOLDERS);
+        let rules = self.rules.as_mut().expect("context-free mode");
+        let key = (RuleTarget::Intersection(regexes.clone()), 0);
+        let id = match rules.index.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = rules.bodies.len();
+                if id >= limit {
+                    return Err(GrammarError::LimitExceeded {
+                        what: format!("grammar rules, at the string constraints of {ptr}"),
+                        limit,
+                        knob: "LoweringLimits::max_rules".into(),
+                    });
+                }
+                // Matches nothing: what a consumer that ignores
+                // `intersections` gets, never a wider language.
+                rules.bodies.push(Some("[^\\x00-\\x{10FFFF}]".into()));
+                rules.intersections.push((id, regexes));
+                rules.index.insert(key, id);
+                id
+            }
+        };
+        let c = crate::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
+        Ok(Some(Lang::lit(c.encode_utf8(&mut [0; 4]))))
     }
 
     /// In context-free mode, a node that is only a `$ref` (and annotations)

@@ -205,26 +205,43 @@ pub(crate) fn string_complement(words: &[&str]) -> Lang {
 }
 
 impl<'a> Lowerer<'a> {
+    /// A string under `m`'s pattern, format, length and excluded values.
+    /// Each is a regex of the string's content; where one regex cannot say
+    /// them together (a pattern with several variable parts and a length,
+    /// a format and a length, two patterns), context-free mode writes
+    /// their intersection as a rule of its own (the backend builds the
+    /// product automaton), and regular mode is an error naming the
+    /// keyword.
     pub(crate) fn lower_string(&mut self, m: &Merged<'a>) -> Result<Lang, GrammarError> {
         let quote = Lang::lit("\"");
         let (min, max) = (m.min_len, m.max_len);
         if max.is_some_and(|x| x < min) {
             return Ok(Lang::Never);
         }
+        let intersect = self.context_free();
         let mut constraints: Vec<(Lang, String)> = Vec::new();
+        // Whether the length is a constraint of its own, not folded into
+        // a pattern's or format's regex.
+        let mut length_apart = false;
         let mut patterns: Vec<&str> = Vec::new();
         for (pattern, ptr) in &m.patterns {
             if patterns.contains(pattern) {
                 continue;
             }
             patterns.push(pattern);
-            let sp = SearchPattern::parse(pattern).map_err(|e| {
-                GrammarError::unsupported_at(ptr, format!("pattern {pattern:?}: {e}"))
-            })?;
+            let unsupported =
+                |e: String| GrammarError::unsupported_at(ptr, format!("pattern {pattern:?}: {e}"));
+            let sp = SearchPattern::parse(pattern).map_err(unsupported)?;
             self.check_repeat(u64::from(sp.max_repeat()), ptr)?;
-            let lang = sp.lower(Universe::JsonUnescaped, min, max).map_err(|e| {
-                GrammarError::unsupported_at(ptr, format!("pattern {pattern:?}: {e}"))
-            })?;
+            let lang = match sp.lower(Universe::JsonUnescaped, min, max) {
+                Ok(lang) => lang,
+                Err(_) if intersect => {
+                    length_apart = true;
+                    sp.lower(Universe::JsonUnescaped, 0, None)
+                        .map_err(unsupported)?
+                }
+                Err(e) => return Err(unsupported(e)),
+            };
             constraints.push((lang, ptr.clone()));
         }
         let mut formats: Vec<&str> = Vec::new();
@@ -237,10 +254,11 @@ impl<'a> Lowerer<'a> {
                 super::format::format_regex(name).expect("only known formats are recorded");
             let within = lo >= min && max.is_none_or(|mx| hi.is_some_and(|h| h <= mx));
             let outside = hi.is_some_and(|h| h < min) || max.is_some_and(|mx| lo > mx);
-            let lang = if within {
-                Lang::atom(format!("(?:{text})"), 8)
-            } else if outside {
+            let lang = if outside {
                 Lang::Never
+            } else if within || intersect {
+                length_apart |= !within;
+                Lang::atom(format!("(?:{text})"), 8)
             } else {
                 return Err(GrammarError::unsupported_at(
                     &m.len_ptr,
@@ -250,30 +268,43 @@ impl<'a> Lowerer<'a> {
             constraints.push((lang, ptr.clone()));
         }
         if let Some((_, ptr)) = m.not_strings.first() {
-            if !constraints.is_empty() || min > 0 || max.is_some() {
+            let bounded = min > 0 || max.is_some();
+            if !intersect && (!constraints.is_empty() || bounded) {
                 return Err(GrammarError::unsupported_at(
                     ptr,
                     "excluding string values (by `not` or `if`) together with a pattern, format or length",
                 ));
             }
             let words: Vec<&str> = m.not_strings.iter().map(|(w, _)| *w).collect();
-            return Ok(rx::seq([quote.clone(), string_complement(&words), quote]));
+            constraints.push((string_complement(&words), ptr.clone()));
+            length_apart |= bounded;
         }
-        let content = match constraints.len() {
-            0 => {
-                let min = self.check_repeat(min, &m.len_ptr)?;
-                let max = max.map(|x| self.check_repeat(x, &m.len_ptr)).transpose()?;
-                rx::repeat(Lang::atom(STRING_CHAR, 5), min, max)
+        if constraints.is_empty() || length_apart {
+            let min = self.check_repeat(min, &m.len_ptr)?;
+            let max = max.map(|x| self.check_repeat(x, &m.len_ptr)).transpose()?;
+            let ptr = m.len_ptr.clone();
+            constraints.push((rx::repeat(Lang::atom(STRING_CHAR, 5), min, max), ptr));
+        }
+        if constraints.len() == 1 {
+            let content = constraints.pop().expect("one").0;
+            return Ok(rx::seq([quote.clone(), content, quote]));
+        }
+        let mut regexes = Vec::with_capacity(constraints.len());
+        for (content, _) in &constraints {
+            match rx::seq([quote.clone(), content.clone(), quote.clone()]).text() {
+                Some(text) => regexes.push(text.to_owned()),
+                None => return Ok(Lang::Never),
             }
-            1 => constraints.pop().expect("one").0,
-            _ => {
-                return Err(GrammarError::unsupported_at(
-                    &constraints[1].1,
-                    "several patterns/formats on one string (their intersection)",
-                ));
-            }
-        };
-        Ok(rx::seq([quote.clone(), content, quote]))
+        }
+        regexes.sort();
+        regexes.dedup();
+        match self.intersection_ref(regexes, &constraints[1].1)? {
+            Some(rule) => Ok(rule),
+            None => Err(GrammarError::unsupported_at(
+                &constraints[1].1,
+                "several patterns/formats on one string (their intersection)",
+            )),
+        }
     }
 
     pub(crate) fn lower_number(&mut self, m: &Merged<'a>) -> Result<Lang, GrammarError> {

@@ -1407,3 +1407,53 @@ fn not_one_of_is_none_or_several() {
         &[r#"{"b":1,"xx":2}"#, "{}"],
     );
 }
+
+/// A pattern with several variable parts under a length, two patterns,
+/// excluded values under a length: regular mode refuses them, naming the
+/// keyword; context-free mode makes each string one intersection rule of
+/// its regexes (matched by a backend's product automaton), whose own text
+/// matches nothing, and which a grammar of rules cannot hold.
+#[test]
+fn strings_under_constraints_no_one_regex_says_are_intersections() {
+    let intersections = |schema: &Value| {
+        let g = schema_to_grammar(
+            &schema.to_string(),
+            &SpecOptions::default(),
+            2,
+            &LoweringLimits::default(),
+        )
+        .unwrap_or_else(|e| panic!("{schema}: {e}"));
+        let err = g.to_grammar(&crate::GbnfLimits::default());
+        assert!(
+            g.intersections.is_empty() || matches!(err, Err(GrammarError::Unsupported { .. })),
+            "{schema}: {err:?}"
+        );
+        for (rule, _) in &g.intersections {
+            let own = Regex::new(&format!("^(?:{})$", g.rules[*rule])).unwrap();
+            assert!(!own.is_match("\"ab\"") && !own.is_match("") && !own.is_match("\"\""));
+        }
+        g.intersections
+            .iter()
+            .map(|(_, r)| r.len())
+            .collect::<Vec<_>>()
+    };
+    let pattern_and_length =
+        json!({"type": "string", "pattern": "^[a-z]+-[a-z]+$", "maxLength": 8});
+    unsupported_at(pattern_and_length.clone(), "/pattern");
+    assert_eq!(intersections(&pattern_and_length), [2]);
+    let two_patterns =
+        json!({"allOf": [{"pattern": "^a"}, {"pattern": "[0-9]"}], "type": "string"});
+    unsupported_at(two_patterns.clone(), "/allOf/1/pattern");
+    assert_eq!(intersections(&two_patterns), [2]);
+    let excluded = json!({"type": "string", "not": {"const": "ab"}, "maxLength": 3});
+    assert_eq!(intersections(&excluded), [2]);
+    // One regex says it: no intersection.
+    let folded = json!({"type": "string", "pattern": "^x[a-z]*$", "maxLength": 8});
+    assert_eq!(intersections(&folded), Vec::<usize>::new());
+    // The same constraints twice in one document: one rule.
+    let twice = json!({
+        "type": "object",
+        "properties": {"a": pattern_and_length.clone(), "b": pattern_and_length}
+    });
+    assert_eq!(intersections(&twice), [2]);
+}
