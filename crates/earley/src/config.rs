@@ -48,6 +48,12 @@ pub struct EarleyConfig {
     /// compiles per file) starts with the summaries the last compile
     /// learned. 0 = every compile starts cold. Default 64.
     pub shared_summaries: usize,
+    /// Whether lexemes (their DFAs and the trie walks of their states)
+    /// are kept process-wide and shared by every grammar of the same
+    /// vocabulary: the JSON string body is then built and walked once per
+    /// process, not once per schema. `false` builds every lexeme afresh
+    /// for each compile (a cold benchmark). Default true.
+    pub shared_lexemes: bool,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -68,6 +74,7 @@ impl Default for EarleyConfig {
             max_step_work: 20_000_000,
             mask_cache_bytes: 64 << 20,
             shared_summaries: 64,
+            shared_lexemes: true,
             max_whitespace: 20,
         }
     }
@@ -91,6 +98,7 @@ impl EarleyConfig {
             max_step_work: config.option("max_step_work", d.max_step_work)?,
             mask_cache_bytes: config.option("mask_cache_bytes", d.mask_cache_bytes)?,
             shared_summaries: config.option("shared_summaries", d.shared_summaries)?,
+            shared_lexemes: config.option("shared_lexemes", d.shared_lexemes)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;
@@ -140,6 +148,13 @@ mod tests {
         let e = EarleyConfig::from_backend_config(&c).unwrap();
         assert_eq!(e.max_items, 77);
         assert_eq!(e.max_rollback, 32);
+        assert!(e.shared_lexemes);
+        c.options.insert("shared_lexemes".into(), "false".into());
+        assert!(
+            !EarleyConfig::from_backend_config(&c)
+                .unwrap()
+                .shared_lexemes
+        );
         c.options.insert("max_step_work".into(), "0".into());
         assert!(matches!(
             EarleyConfig::from_backend_config(&c),

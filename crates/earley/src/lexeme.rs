@@ -15,7 +15,9 @@
 //! Both are computed the first time a mask needs the state and kept for
 //! every later grammar with the same lexeme on the same vocabulary (a
 //! process-wide cache keyed by regex and vocabulary fingerprint): the JSON
-//! string body is walked once per process, not once per schema.
+//! string body is walked once per process, not once per schema
+//! ([`crate::EarleyConfig::shared_lexemes`] turns this off for a cold
+//! benchmark).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -227,8 +229,9 @@ pub(crate) fn lexeme(
     trie: &Arc<TokenTrie>,
     words: usize,
     limits: &DfaLimits,
+    share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
-    shared(regex.to_string(), trie, words, limits, || {
+    shared(regex.to_string(), trie, words, limits, share, || {
         ByteDfa::build(regex, limits)
     })
 }
@@ -240,24 +243,30 @@ pub(crate) fn intersection_lexeme(
     trie: &Arc<TokenTrie>,
     words: usize,
     limits: &DfaLimits,
+    share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     // NUL never appears in a regex we build, so this key is no regex's.
     let key = format!("\0&{}", regexes.join("\0"));
-    shared(key, trie, words, limits, || {
+    shared(key, trie, words, limits, share, || {
         let patterns: Vec<&str> = regexes.iter().map(String::as_str).collect();
         ByteDfa::intersection(&patterns, limits)
     })
 }
 
 /// The cached lexeme of `key`, or the one `build` makes (kept, failure
-/// included).
+/// included); without `share`, a new one, neither read from the cache nor
+/// kept in it (a cold compile: [`crate::EarleyConfig::shared_lexemes`]).
 fn shared(
     key: String,
     trie: &Arc<TokenTrie>,
     words: usize,
     limits: &DfaLimits,
+    share: bool,
     build: impl FnOnce() -> Result<ByteDfa, GrammarError>,
 ) -> Result<Arc<Lexeme>, GrammarError> {
+    if !share {
+        return build().map(|dfa| Arc::new(Lexeme::new(dfa, trie.clone(), words)));
+    }
     let key = (trie.fingerprint(), key, limits.max_dfa_states);
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());

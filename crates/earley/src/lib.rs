@@ -34,7 +34,8 @@
 //!    nodes where the lexeme may end mid-token. A mask ORs the rows of the
 //!    current items and walks only those exit subtrees through the parser.
 //!    Lexeme indexes are built on first use and shared process-wide by
-//!    every grammar with the same lexeme on the same vocabulary.
+//!    every grammar with the same lexeme on the same vocabulary
+//!    ([`EarleyConfig::shared_lexemes`]).
 //!
 //! ```
 //! use std::sync::Arc;

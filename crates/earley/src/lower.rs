@@ -32,6 +32,10 @@ pub(crate) struct Lowering<'a> {
     lexemes: Vec<Arc<Lexeme>>,
     lexeme_ids: HashMap<String, u32>,
     lexeme_states: usize,
+    /// Every lexeme this compile built or tried, by key and state limit:
+    /// the rule test and the lexeme use one build even when lexemes are
+    /// not shared across compiles.
+    built: HashMap<(String, usize), Result<Arc<Lexeme>, GrammarError>>,
 }
 
 /// What a grammar symbol lowers to before runs are merged.
@@ -58,6 +62,7 @@ impl<'a> Lowering<'a> {
             lexemes: Vec::new(),
             lexeme_ids: HashMap::new(),
             lexeme_states: 0,
+            built: HashMap::new(),
         }
     }
 
@@ -189,13 +194,7 @@ impl<'a> Lowering<'a> {
             None => false,
             Some(regex) => {
                 self.cancel.check()?;
-                let r = lexeme(
-                    regex,
-                    self.trie,
-                    self.words,
-                    &self.config.dfa_limits(self.config.max_lexeme_states),
-                );
-                match r {
+                match self.build(regex, None, self.config.max_lexeme_states) {
                     Ok(_) => true,
                     // The regex is ours, not the user's: one that is too big
                     // (or nests too deep for the regex parser) only means
@@ -262,13 +261,30 @@ impl<'a> Lowering<'a> {
             return Ok(id);
         }
         self.cancel.check()?;
-        let l = lexeme(
-            regex,
-            self.trie,
-            self.words,
-            &self.config.dfa_limits(max_states),
-        )?;
+        let l = self.build(regex, None, max_states)?;
         self.add_lexeme(regex.to_string(), l)
+    }
+
+    /// The lexeme of `key` (a regex, or the key of `intersection`'s
+    /// regexes), built once per compile.
+    fn build(
+        &mut self,
+        key: &str,
+        intersection: Option<&[String]>,
+        max_states: usize,
+    ) -> Result<Arc<Lexeme>, GrammarError> {
+        let slot = (key.to_string(), max_states);
+        if let Some(known) = self.built.get(&slot) {
+            return known.clone();
+        }
+        let limits = self.config.dfa_limits(max_states);
+        let share = self.config.shared_lexemes;
+        let l = match intersection {
+            None => lexeme(key, self.trie, self.words, &limits, share),
+            Some(regexes) => intersection_lexeme(regexes, self.trie, self.words, &limits, share),
+        };
+        self.built.insert(slot, l.clone());
+        l
     }
 
     /// The lexeme of the texts all of `regexes` match.
@@ -283,12 +299,7 @@ impl<'a> Lowering<'a> {
             return Ok(id);
         }
         self.cancel.check()?;
-        let l = intersection_lexeme(
-            regexes,
-            self.trie,
-            self.words,
-            &self.config.dfa_limits(max_states),
-        )?;
+        let l = self.build(&key, Some(regexes), max_states)?;
         self.add_lexeme(key, l)
     }
 

@@ -946,3 +946,40 @@ fn ten_thousand_nested_arrays_are_accepted() {
         drop(g);
     }
 }
+
+/// Lexemes built afresh for a compile (`shared_lexemes: false`, a cold
+/// benchmark) give the same matcher as lexemes shared process-wide: the
+/// same observations at every step of a walk.
+#[test]
+fn unshared_lexemes_match_like_shared_ones() {
+    let (_, ids) = json_walk();
+    let words = tiny().mask_words();
+    let grammar = fixture("json.gbnf");
+    let cold = EarleyConfig {
+        shared_lexemes: false,
+        ..EarleyConfig::default()
+    };
+    let compiled: Vec<Arc<dyn CompiledGrammar>> = [EarleyConfig::default(), cold]
+        .into_iter()
+        .map(|c| {
+            backend_with(c)
+                .compile(&Constraint::ebnf(&grammar, "root"))
+                .unwrap()
+        })
+        .collect();
+    let mut shared = compiled[0].matcher();
+    let mut fresh = compiled[1].matcher();
+    for &t in &ids {
+        assert_eq!(
+            observe(shared.as_mut(), words),
+            observe(fresh.as_mut(), words)
+        );
+        shared.accept_token(t).unwrap();
+        fresh.accept_token(t).unwrap();
+    }
+    assert_eq!(
+        observe(shared.as_mut(), words),
+        observe(fresh.as_mut(), words)
+    );
+    assert!(fresh.is_accepting());
+}
