@@ -684,3 +684,74 @@ fn intersected_string_constraints_accept_exactly_the_valid_strings() {
         );
     }
 }
+
+/// Under `propertyNames`, extra members have keys that are valid names
+/// and not declared ones (the intersection of the two key languages).
+/// Random objects: nothing invalid is accepted, and the hand-picked valid
+/// ones are.
+#[test]
+fn extra_members_under_property_names_have_valid_names() {
+    let cases: [(&str, &[&str], &[&str]); 3] = [
+        (
+            r#"{"propertyNames": {"maxLength": 3}}"#,
+            &[
+                r#"{"f": {}, "foo": {}}"#,
+                "{}",
+                r#"{"ab": [1, {"x": null}]}"#,
+            ],
+            &[r#"{"fooo": 1}"#, r#"{"f": 1, "abcd": 2}"#],
+        ),
+        (
+            r#"{"properties": {"aa": {"type": "integer"}}, "propertyNames": {"pattern": "^a+$"}}"#,
+            &[
+                r#"{"aa": 1}"#,
+                r#"{"aa": 1, "a": "x", "aaa": 2}"#,
+                r#"{"aaaa": true}"#,
+            ],
+            &[r#"{"aa": "x"}"#, r#"{"b": 1}"#, r#"{"aa": 1, "ab": 2}"#],
+        ),
+        (
+            r#"{"propertyNames": {"enum": ["x", "yy"]}, "additionalProperties": {"type": "number"}}"#,
+            &[r#"{"x": 1}"#, r#"{"x": 1, "yy": 2.5}"#],
+            &[r#"{"z": 1}"#, r#"{"x": "1"}"#],
+        ),
+    ];
+    let b = backend();
+    let mut r = SplitMix64(11);
+    for (schema_text, accept, reject) in cases {
+        let schema: Value = serde_json::from_str(schema_text).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let compiled = b
+            .compile(&Constraint::json_schema(schema_text))
+            .unwrap_or_else(|e| panic!("{schema_text}: {e}"));
+        let verdict = |text: &str| {
+            let mut m = compiled.matcher();
+            m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+        };
+        for text in accept {
+            assert!(verdict(text), "{schema_text}: valid {text} refused");
+        }
+        for text in reject {
+            assert!(!verdict(text), "{schema_text}: invalid {text} accepted");
+        }
+        for _ in 0..2000 {
+            let members: Vec<String> = (0..r.next_u64() % 4)
+                .map(|_| {
+                    let key: String = (0..r.next_u64() % 5)
+                        .map(|_| ['a', 'x', 'y', 'z'][(r.next_u64() % 4) as usize])
+                        .collect();
+                    let value = ["1", "\"s\"", "2.5", "{}"][(r.next_u64() % 4) as usize];
+                    format!("\"{key}\": {value}")
+                })
+                .collect();
+            let text = format!("{{{}}}", members.join(", "));
+            if verdict(&text) {
+                let value: Value = serde_json::from_str(&text).unwrap();
+                assert!(
+                    validator.is_valid(&value),
+                    "{schema_text}: INVALID output accepted: {text}"
+                );
+            }
+        }
+    }
+}

@@ -1140,10 +1140,17 @@ impl<'a> Lowerer<'a> {
         excluded: &[String],
         level: u32,
     ) -> Result<Option<Lang>, GrammarError> {
-        if m.no_extras || !m.property_names.is_empty() {
+        // Under `propertyNames`, an extra key must also be a valid name:
+        // the intersection of the two key languages, which only
+        // context-free mode can write.
+        let named = !m.property_names.is_empty();
+        if m.no_extras || (named && !self.context_free()) {
             return Ok(None);
         }
         if m.obj_parts.iter().any(|p| !p.pattern_props.is_empty()) {
+            if named {
+                return Ok(None);
+            }
             return self.pattern_member(m, excluded, level);
         }
         let mut nodes = Vec::new();
@@ -1183,7 +1190,47 @@ impl<'a> Lowerer<'a> {
             return Ok(None);
         }
         let key = rx::seq([Lang::lit("\""), key_complement(excluded), Lang::lit("\"")]);
+        let key = if named {
+            match self.valid_names(m, key)? {
+                Some(key) => key,
+                None => return Ok(None),
+            }
+        } else {
+            key
+        };
         Ok(Some(self.layout.member(key, value)))
+    }
+
+    /// The keys of `key` that are valid under `propertyNames` (their
+    /// intersection, a rule), or `None` when the names' language is empty,
+    /// cannot be lowered, or holds a rule itself (no extra members: the
+    /// subset from before).
+    fn valid_names(&mut self, m: &Merged<'a>, key: Lang) -> Result<Option<Lang>, GrammarError> {
+        // Names are strings: the rest of the names' language (objects,
+        // numbers, any value as a rule) is no key.
+        static STRING: std::sync::LazyLock<Value> =
+            std::sync::LazyLock::new(|| serde_json::json!({"type": "string"}));
+        let mut nodes = m.property_names.clone();
+        nodes.push(Node {
+            v: &STRING,
+            ptr: format!("{}/(a name)", nodes[0].ptr),
+        });
+        let names = match self.lower_nodes(nodes, 0) {
+            Ok(names) => names,
+            Err(GrammarError::Unsupported { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let (Some(names_text), Some(key_text)) = (names.text(), key.text()) else {
+            return Ok(None);
+        };
+        let is_rule = |c: char| c as u32 >= crate::compose::PLACEHOLDER_BASE;
+        if names_text.chars().any(is_rule) {
+            return Ok(None);
+        }
+        let mut regexes = vec![names_text.to_owned(), key_text.to_owned()];
+        regexes.sort();
+        let ptr = m.property_names[0].ptr.clone();
+        self.intersection_ref(regexes, &ptr)
     }
 
     /// Members whose keys match the one `patternProperties` pattern of an
