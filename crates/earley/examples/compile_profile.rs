@@ -1,0 +1,64 @@
+//! Where compile time goes: compiles the JSON Schema of every MaskBench
+//! file given (or of every file in a folder) `REPS` times on a real
+//! tokenizer and prints the median compile per file, slowest first. Run it
+//! under `perf record` to see which phase costs.
+//!
+//! `cargo run --release -p tokensieve-earley --example compile_profile -- TOKENIZER.json REPS FILE_OR_DIR...`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokensieve_core::Constraint;
+use tokensieve_core::hf::HfTokenizer;
+use tokensieve_earley::{EarleyBackend, EarleyConfig};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let tok = HfTokenizer::from_file(&args[1])?;
+    let reps: usize = args[2].parse()?;
+    let vocab = Arc::new(tok.vocabulary().clone());
+    let backend = EarleyBackend::new(vocab, EarleyConfig::default());
+    let mut files = Vec::new();
+    for arg in &args[3..] {
+        let path = std::path::Path::new(arg);
+        if path.is_dir() {
+            let mut found: Vec<_> = std::fs::read_dir(path)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.to_path_buf());
+        }
+    }
+    let mut times: Vec<(Duration, String)> = Vec::new();
+    for path in &files {
+        let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+        let constraint = Constraint::json_schema(file["schema"].to_string());
+        let mut each = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = Instant::now();
+            let ok = backend
+                .compile_earley(&constraint, &Default::default())
+                .is_ok();
+            each.push(t.elapsed());
+            if !ok {
+                break;
+            }
+        }
+        each.sort();
+        times.push((each[each.len() / 2], path.display().to_string()));
+    }
+    times.sort();
+    let total: Duration = times.iter().map(|t| t.0).sum();
+    eprintln!(
+        "{} files, median of medians {:?}, total {:?}",
+        times.len(),
+        times[times.len() / 2].0,
+        total
+    );
+    for (t, name) in times.iter().rev().take(10) {
+        eprintln!("{t:>12?} {name}");
+    }
+    Ok(())
+}
