@@ -80,6 +80,7 @@ mod numeric;
 mod rx;
 mod structure;
 mod unevaluated;
+mod validate;
 
 use crate::pieces::{self, PieceGrammar, PieceLimits};
 use crate::{GbnfLimits, Grammar, compose};

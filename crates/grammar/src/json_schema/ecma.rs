@@ -153,11 +153,16 @@ struct Branch {
 pub(crate) struct SearchPattern {
     branches: Vec<Branch>,
     max_repeat: u32,
+    /// Whether the translation means exactly what ECMA-262 means (see
+    /// [`SearchPattern::is_exact`]).
+    exact: bool,
 }
 
 impl SearchPattern {
     pub fn parse(pattern: &str) -> Result<SearchPattern, String> {
-        let node = Parser::new(pattern).parse()?;
+        let mut parser = Parser::new(pattern);
+        let node = parser.parse()?;
+        let exact = parser.exact;
         let max_repeat = node.max_repeat();
         let alternatives = match node {
             Node::Alt(items) => items,
@@ -187,7 +192,19 @@ impl SearchPattern {
         Ok(SearchPattern {
             branches,
             max_repeat,
+            exact,
         })
+    }
+
+    /// Whether [`SearchPattern::search_regex`] matches exactly the strings
+    /// (of Basic Multilingual Plane characters) that ECMA-262 finds a match
+    /// in, rather than only those every engine agrees on. Not so when a
+    /// class escape is read narrowly where ECMA-262 reads it otherwise
+    /// (`\s`, `\S`, `\D`, `\W`, `\d`/`\w` in a negated class), or for
+    /// `\p{..}` and `\u{..}` (without the `u` flag ECMA-262 reads them as
+    /// plain letters). A check that must say "no match" needs it exact.
+    pub fn is_exact(&self) -> bool {
+        self.exact
     }
 
     /// The largest counted repetition bound in the pattern.
@@ -364,6 +381,8 @@ struct Parser {
     chars: Vec<char>,
     pos: usize,
     depth: usize,
+    /// No construct read so far means something else in ECMA-262.
+    exact: bool,
 }
 
 const MAX_GROUP_DEPTH: usize = 64;
@@ -374,6 +393,7 @@ impl Parser {
             chars: pattern.chars().collect(),
             pos: 0,
             depth: 0,
+            exact: true,
         }
     }
 
@@ -400,7 +420,7 @@ impl Parser {
             .all(|(i, c)| self.peek_at(i) == Some(c))
     }
 
-    fn parse(mut self) -> Result<Node, String> {
+    fn parse(&mut self) -> Result<Node, String> {
         let node = self.alternation()?;
         if self.pos < self.chars.len() {
             return Err(format!("unbalanced `)` at character {}", self.pos));
@@ -478,6 +498,7 @@ impl Parser {
             chars: self.chars.clone(),
             pos: self.pos,
             depth: 0,
+            exact: true,
         };
         matches!(probe.counted(), Ok(Some(_)))
     }
@@ -667,6 +688,7 @@ impl Parser {
         };
         self.pos += 1;
         if let Some(set) = class_escape(e, !in_negated) {
+            self.exact &= reads_as_ecma(e, !in_negated);
             return Ok(ClassAtom::Set(set));
         }
         match e {
@@ -683,6 +705,7 @@ impl Parser {
         };
         self.pos += 1;
         if let Some(set) = class_escape(e, true) {
+            self.exact &= reads_as_ecma(e, true);
             return Ok(Node::Class(set));
         }
         match e {
@@ -695,6 +718,7 @@ impl Parser {
     }
 
     fn unicode_property(&mut self, e: char) -> Result<String, String> {
+        self.exact = false;
         if !self.eat('{') {
             return Err(format!("`\\{e}` without `{{...}}`"));
         }
@@ -747,6 +771,7 @@ impl Parser {
             }
             'u' => {
                 let v = if self.eat('{') {
+                    self.exact = false;
                     let mut v: u32 = 0;
                     let mut n = 0;
                     while let Some(d) = self.peek().and_then(|c| c.to_digit(16)) {
@@ -829,6 +854,18 @@ fn class_escape(e: char, narrow: bool) -> Option<String> {
         ('S', false) => format!("[^{SPACE_BOTH}]"),
         _ => return None,
     })
+}
+
+/// Whether [`class_escape`]'s reading of `\e` (`narrow` or wide) is
+/// ECMA-262's own: `\d` is `[0-9]` and `\w` `[0-9A-Za-z_]` there, the
+/// narrow readings, so `\D` and `\W` are the wide ones; ECMA-262's `\s`
+/// holds U+FEFF, which neither reading of `\s` nor of `\S` gets right.
+fn reads_as_ecma(e: char, narrow: bool) -> bool {
+    match e {
+        'd' | 'w' => narrow,
+        'D' | 'W' => !narrow,
+        _ => false,
+    }
 }
 
 /// A character as a class member, escaped so no class syntax can misread it.
