@@ -196,13 +196,15 @@ impl SearchPattern {
         })
     }
 
-    /// Whether [`SearchPattern::search_regex`] matches exactly the strings
-    /// (of Basic Multilingual Plane characters) that ECMA-262 finds a match
-    /// in, rather than only those every engine agrees on. Not so when a
-    /// class escape is read narrowly where ECMA-262 reads it otherwise
-    /// (`\s`, `\S`, `\D`, `\W`, `\d`/`\w` in a negated class), or for
-    /// `\p{..}` and `\u{..}` (without the `u` flag ECMA-262 reads them as
-    /// plain letters). A check that must say "no match" needs it exact.
+    /// Whether a string [`SearchPattern::search_regex`] finds no match in
+    /// has none in ECMA-262 nor in Python's `re` either, for strings of
+    /// Basic Multilingual Plane characters without line terminators (where
+    /// `.` and `$` differ between the two). Not so with a class escape
+    /// (`\d`, `\w`, `\s` and their negations are ASCII in one, Unicode in
+    /// the other; the translation takes what both accept), `\p{..}` (no
+    /// such thing in `re`) or `\u{..}` (plain letters to ECMA-262 without
+    /// the `u` flag). A check that must say "no match" needs it exact; a
+    /// match means a match in both either way.
     pub fn is_exact(&self) -> bool {
         self.exact
     }
@@ -688,7 +690,7 @@ impl Parser {
         };
         self.pos += 1;
         if let Some(set) = class_escape(e, !in_negated) {
-            self.exact &= reads_as_ecma(e, !in_negated);
+            self.exact = false;
             return Ok(ClassAtom::Set(set));
         }
         match e {
@@ -705,7 +707,7 @@ impl Parser {
         };
         self.pos += 1;
         if let Some(set) = class_escape(e, true) {
-            self.exact &= reads_as_ecma(e, true);
+            self.exact = false;
             return Ok(Node::Class(set));
         }
         match e {
@@ -854,18 +856,6 @@ fn class_escape(e: char, narrow: bool) -> Option<String> {
         ('S', false) => format!("[^{SPACE_BOTH}]"),
         _ => return None,
     })
-}
-
-/// Whether [`class_escape`]'s reading of `\e` (`narrow` or wide) is
-/// ECMA-262's own: `\d` is `[0-9]` and `\w` `[0-9A-Za-z_]` there, the
-/// narrow readings, so `\D` and `\W` are the wide ones; ECMA-262's `\s`
-/// holds U+FEFF, which neither reading of `\s` nor of `\S` gets right.
-fn reads_as_ecma(e: char, narrow: bool) -> bool {
-    match e {
-        'd' | 'w' => narrow,
-        'D' | 'W' => !narrow,
-        _ => false,
-    }
 }
 
 /// A character as a class member, escaped so no class syntax can misread it.

@@ -381,13 +381,20 @@ impl<'l, 'a> Validator<'l, 'a> {
                     }
                 }
                 let most = found + unknown;
-                if most < min || max.is_some_and(|max| found > max) {
-                    Some(false)
-                } else if found >= min && max.is_none_or(|max| most <= max) {
-                    Some(true)
-                } else {
-                    None
-                }
+                let verdict = |min: u64, max: Option<u64>| {
+                    if most < min || max.is_some_and(|max| found > max) {
+                        Some(false)
+                    } else if found >= min && max.is_none_or(|max| most <= max) {
+                        Some(true)
+                    } else {
+                        None
+                    }
+                };
+                // Before 2019-09 `minContains`/`maxContains` are unknown and
+                // `contains` asks for one match: decided where both readings
+                // agree (a `not` around it turns either way round).
+                let (now, before) = (verdict(min, max), verdict(1, None));
+                if now == before { now } else { None }
             }
             "not" => self.at(v, value, next).map(|b| !b),
             "allOf" | "anyOf" | "oneOf" => {
@@ -552,15 +559,20 @@ impl<'l, 'a> Validator<'l, 'a> {
         verdict
     }
 
-    /// Whether `s` contains a match of the ECMA-262 `pattern`: decided when
-    /// the translation matches (it then means what ECMA-262 means, or
-    /// less), or when it is exact and does not. Strings with characters
-    /// beyond the Basic Multilingual Plane are left undecided (ECMA-262
-    /// without the `u` flag sees them as two code units).
+    /// Whether `s` contains a match of the ECMA-262 `pattern`, where
+    /// Python's `re` (what many validators use) says the same: decided when
+    /// the translation matches (it takes only what both engines accept),
+    /// or when it is exact ([`super::ecma::SearchPattern::is_exact`]) and
+    /// does not. Left undecided: strings with characters beyond the Basic
+    /// Multilingual Plane (two code units to ECMA-262 without the `u`
+    /// flag), a miss on a string with a line terminator (Python's `$`
+    /// matches before a final newline, its `.` takes `\r`), and patterns
+    /// with `{,` (a literal to ECMA-262, a count from 0 to Python).
     fn pattern_matches(&mut self, pattern: &str, s: &str) -> Verdict {
-        if s.chars().any(|c| c as u32 > 0xFFFF) {
+        if s.chars().any(|c| c as u32 > 0xFFFF) || pattern.contains("{,") {
             return None;
         }
+        let line_break = s.contains(['\n', '\r', '\u{2028}', '\u{2029}']);
         if !self.lowerer.exact_patterns.contains_key(pattern) {
             let compiled = super::ecma::SearchPattern::parse(pattern)
                 .ok()
@@ -581,7 +593,7 @@ impl<'l, 'a> Validator<'l, 'a> {
         if regex.is_match(s) {
             Some(true)
         } else {
-            exact.then_some(false)
+            (*exact && !line_break).then_some(false)
         }
     }
 
@@ -670,15 +682,16 @@ fn as_integer(n: &Number) -> Option<i128> {
     (f.fract() == 0.0 && f.abs() < EXACT_F64_INT).then_some(f as i128)
 }
 
-/// Exact order of two numbers; `None` when an integer too big for an
-/// `f64` meets a non-integer.
+/// The order of two numbers, where every validator agrees: `None` when an
+/// integer beyond 2^53 is involved (validators that compare as `f64` round
+/// it).
 fn compare(a: &Number, b: &Number) -> Option<Ordering> {
+    let safe = |n: &Number| n.is_f64() || as_integer(n).is_some_and(|i| i.abs() <= 1 << 53);
+    if !safe(a) || !safe(b) {
+        return None;
+    }
     if let (Some(x), Some(y)) = (as_integer(a), as_integer(b)) {
         return Some(x.cmp(&y));
-    }
-    let exact = |n: &Number| n.is_f64() || as_integer(n).is_some_and(|i| i.abs() < 1 << 53);
-    if !exact(a) || !exact(b) {
-        return None;
     }
     a.as_f64()?.partial_cmp(&b.as_f64()?)
 }
@@ -864,14 +877,21 @@ mod tests {
                 (json!([{"a": 1}, {"a": 1}]), INVALID),
             ],
         );
+        // Decided where 2019-09's counts and draft 7's one match (it knows
+        // no `minContains`/`maxContains`) agree.
         verdicts(
             json!({"contains": {"const": 1}, "minContains": 2, "maxContains": 3}),
             &[
                 (json!([1, 2, 1]), VALID),
-                (json!([1, 2]), INVALID),
-                (json!([1, 1, 1, 1]), INVALID),
+                (json!([2]), INVALID),
+                (json!([1, 2]), UNKNOWN),
+                (json!([1, 1, 1, 1]), UNKNOWN),
                 (json!({}), VALID),
             ],
+        );
+        verdicts(
+            json!({"contains": {"const": 1}, "minContains": 0}),
+            &[(json!([1]), VALID), (json!([2]), UNKNOWN)],
         );
         verdicts(
             json!({"contains": {"type": "string"}}),
@@ -883,11 +903,11 @@ mod tests {
         );
         // An undecided item may or may not count.
         verdicts(
-            json!({"contains": {"type": "string", "pattern": "\\s"}, "maxContains": 1}),
+            json!({"contains": {"type": "string", "pattern": "\\s"}}),
             &[
                 (json!(["a", "b"]), UNKNOWN),
-                (json!(["a b", "c d"]), INVALID),
-                (json!(["a b", 1]), VALID),
+                (json!(["a", "b c"]), VALID),
+                (json!([1, null]), INVALID),
             ],
         );
     }
@@ -917,12 +937,23 @@ mod tests {
             json!({"pattern": "b"}),
             &[(json!("abc"), VALID), (json!("ac"), INVALID)],
         );
-        // `\d` is `[0-9]` in ECMA-262 as translated; `\D` is exact only in
-        // its wide reading.
+        // Class escapes are ASCII in ECMA-262, Unicode in Python: a match
+        // of what both accept decides, a miss does not.
         verdicts(
             json!({"pattern": "^\\d+$"}),
+            &[(json!("12"), VALID), (json!("1x"), UNKNOWN)],
+        );
+        verdicts(
+            json!({"pattern": "^[0-9]+$"}),
             &[(json!("12"), VALID), (json!("1x"), INVALID)],
         );
+        // Python's `$` matches before a final newline; `{,2}` is a literal
+        // to ECMA-262 and a count to Python.
+        verdicts(
+            json!({"pattern": "^a$"}),
+            &[(json!("a\n"), UNKNOWN), (json!("b"), INVALID)],
+        );
+        verdicts(json!({"pattern": "^a{,2}$"}), &[(json!("a{,2}"), UNKNOWN)]);
         verdicts(
             json!({"pattern": "^[^\\d]$"}),
             &[(json!("x"), VALID), (json!("1"), UNKNOWN)],
@@ -969,12 +1000,14 @@ mod tests {
             json!({"minimum": 1, "exclusiveMinimum": true, "maximum": 3, "exclusiveMaximum": false}),
             &[(json!(1), INVALID), (json!(1.5), VALID), (json!(3), VALID)],
         );
-        // Integers beyond 2^53 compare exactly.
+        // Up to 2^53 integers compare exactly; beyond, validators that
+        // compare as `f64` round them.
         verdicts(
-            json!({"maximum": 9007199254740993_u64}),
+            json!({"maximum": 9007199254740992_u64}),
             &[
-                (json!(9007199254740993_u64), VALID),
-                (json!(9007199254740994_u64), INVALID),
+                (json!(9007199254740992_u64), VALID),
+                (json!(-9007199254740992_i64), VALID),
+                (json!(9007199254740993_u64), UNKNOWN),
             ],
         );
         verdicts(
