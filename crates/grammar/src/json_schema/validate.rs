@@ -21,7 +21,7 @@
 //! others say; a valid one needs every constraining keyword decided.
 
 use super::layout::json_eq;
-use super::lower::{INTEGER, Lowerer, kind_of};
+use super::lower::{INTEGER, Lowerer, is_known_assertion, kind_of};
 use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
 
@@ -67,14 +67,27 @@ pub(crate) struct Validator<'l, 'a> {
     /// all numbers to a number: draft 4 reads `1.0` as no integer there,
     /// so the value must be spelled as an integer.
     integer_tested: bool,
+    /// The document declares a draft before 2019-09, where `$ref` makes
+    /// its siblings be ignored (the lowering conjoins them).
+    ref_overrides_siblings: bool,
 }
 
 impl<'l, 'a> Validator<'l, 'a> {
     pub fn new(lowerer: &'l mut Lowerer<'a>) -> Self {
+        let ref_overrides_siblings = lowerer
+            .root
+            .get("$schema")
+            .and_then(Value::as_str)
+            .is_some_and(|uri| {
+                ["draft-03", "draft-04", "draft-06", "draft-07"]
+                    .iter()
+                    .any(|d| uri.contains(d))
+            });
         Validator {
             lowerer,
             steps_left: 0,
             integer_tested: false,
+            ref_overrides_siblings,
         }
     }
 
@@ -88,6 +101,13 @@ impl<'l, 'a> Validator<'l, 'a> {
     /// of `none`, within [`MAX_VALIDATE_STEPS`] (and what is left of the
     /// document's [`MAX_VALIDATE_DOCUMENT_STEPS`]).
     pub fn check(&mut self, all: &[&'a Value], none: &[&'a Value], value: &Value) -> Verdict {
+        // A meta-schema of its own may turn vocabularies off (assertions
+        // then constrain nothing): not decided here.
+        if let Some(meta) = self.lowerer.root.get("$schema")
+            && !meta.as_str().is_some_and(is_standard_meta_schema)
+        {
+            return None;
+        }
         let budget = MAX_VALIDATE_STEPS.min(self.lowerer.validate_steps_left);
         self.steps_left = budget;
         self.integer_tested = false;
@@ -135,6 +155,14 @@ impl<'l, 'a> Validator<'l, 'a> {
             Value::Object(obj) => obj,
             _ => return None,
         };
+        // Before 2019-09 a `$ref` overrides the keywords beside it, which
+        // the lowering conjoins: a verdict would hold for one reading only.
+        if self.ref_overrides_siblings
+            && obj.contains_key("$ref")
+            && obj.keys().any(|k| k != "$ref" && is_known_assertion(k))
+        {
+            return None;
+        }
         // Under `strict` an object schema closes objects in ways that depend
         // on the lowering's own reading; not decided here.
         if self.lowerer.options.strict && value.is_object() {
@@ -651,6 +679,14 @@ fn type_holds(v: &Value, value: &Value) -> Verdict {
     }
 }
 
+/// Whether a `$schema` names one of the drafts' own meta-schemas.
+fn is_standard_meta_schema(uri: &str) -> bool {
+    let rest = uri
+        .strip_prefix("http://json-schema.org/")
+        .or_else(|| uri.strip_prefix("https://json-schema.org/"));
+    rest.is_some_and(|r| r.starts_with("draft") || r.starts_with("schema"))
+}
+
 /// Whether a `type` keyword allows integers but not all numbers.
 fn integer_only(v: &Value) -> bool {
     let names: &[Value] = match v {
@@ -1155,6 +1191,71 @@ mod tests {
         let schema = json!({"type": "object"});
         assert_eq!(verdict_with(&schema, &json!({"a": 1}), &strict), UNKNOWN);
         assert_eq!(verdict_with(&schema, &json!(1), &strict), INVALID);
+    }
+
+    /// The JSON-Schema-Test-Suite for draft 2020-12 (from `../shared/data`
+    /// when it is there): every verdict the check gives is the suite's.
+    #[test]
+    fn verdicts_agree_with_the_json_schema_test_suite() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/json-schema-test-suite/tests/draft2020-12");
+        if !dir.is_dir() {
+            eprintln!("skipped: {} not found", dir.display());
+            return;
+        }
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .expect("the suite's folder")
+            .map(|e| e.expect("a directory entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        let options = SpecOptions::default();
+        let (mut decided, mut undecided) = (0, 0);
+        let mut wrong = Vec::new();
+        for path in &files {
+            let text = std::fs::read_to_string(path).expect("a suite file");
+            let groups: Value = serde_json::from_str(&text).expect("a suite file is JSON");
+            for group in groups.as_array().expect("a list of groups") {
+                for test in group["tests"].as_array().expect("a list of tests") {
+                    let expected = test["valid"].as_bool().expect("a verdict");
+                    match verdict_with(&group["schema"], &test["data"], &options) {
+                        Some(got) if got == expected => decided += 1,
+                        Some(got) => wrong.push(format!(
+                            "{}: {} / {}: said {got}",
+                            path.file_name().unwrap().to_string_lossy(),
+                            group["description"],
+                            test["description"]
+                        )),
+                        None => undecided += 1,
+                    }
+                }
+            }
+        }
+        eprintln!("{decided} verdicts agree with the suite, {undecided} undecided");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        assert!(decided > 500, "only {decided} decided");
+    }
+
+    #[test]
+    fn a_meta_schema_of_its_own_leaves_everything_undecided() {
+        let custom = json!({"$schema": "http://localhost:1234/no-validation.json", "minimum": 2});
+        verdicts(custom, &[(json!(1), UNKNOWN)]);
+        let draft4 = json!({"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 2});
+        verdicts(draft4, &[(json!(1), INVALID)]);
+    }
+
+    #[test]
+    fn a_ref_beside_other_keywords_before_2019_09_is_undecided() {
+        // Draft 7 ignores `maxItems` here, the lowering conjoins it.
+        let draft7 = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"a": {"type": "array"}},
+            "$ref": "#/definitions/a",
+            "maxItems": 1
+        });
+        verdicts(draft7, &[(json!([1, 2]), UNKNOWN), (json!("x"), UNKNOWN)]);
+        let plain = json!({"$defs": {"a": {"type": "array"}}, "$ref": "#/$defs/a", "maxItems": 1});
+        verdicts(plain, &[(json!([1, 2]), INVALID), (json!([1]), VALID)]);
     }
 
     #[test]
