@@ -1236,6 +1236,41 @@ mod tests {
         assert!(decided > 500, "only {decided} decided");
     }
 
+    /// The MaskBench dev set (from `../shared/data` when it is there): its
+    /// instances are labelled valid or not; every verdict the check gives
+    /// is the label.
+    #[test]
+    fn verdicts_agree_with_the_maskbench_labels() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/maskbench-dev");
+        if !dir.is_dir() {
+            eprintln!("skipped: {} not found", dir.display());
+            return;
+        }
+        let options = SpecOptions::default();
+        let (mut decided, mut undecided) = (0, 0);
+        let mut wrong = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("the MaskBench folder") {
+            let path = entry.expect("a directory entry").path();
+            let text = std::fs::read_to_string(&path).expect("a MaskBench file");
+            let file: Value = serde_json::from_str(&text).expect("a MaskBench file is JSON");
+            for test in file["tests"].as_array().into_iter().flatten() {
+                let expected = test["valid"].as_bool().expect("a label");
+                match verdict_with(&file["schema"], &test["data"], &options) {
+                    Some(got) if got == expected => decided += 1,
+                    Some(got) => wrong.push(format!(
+                        "{}: {}: said {got}",
+                        path.file_name().unwrap().to_string_lossy(),
+                        test["description"]
+                    )),
+                    None => undecided += 1,
+                }
+            }
+        }
+        eprintln!("{decided} verdicts agree with MaskBench, {undecided} undecided");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     #[test]
     fn a_meta_schema_of_its_own_leaves_everything_undecided() {
         let custom = json!({"$schema": "http://localhost:1234/no-validation.json", "minimum": 2});
