@@ -14,11 +14,19 @@
 //!
 //! A verdict is `Some(true)` (valid), `Some(false)` (invalid) or `None`
 //! (cannot tell): a keyword it does not know to decide (`unevaluated*` that
-//! constrain, `$dynamicRef`, a known `format` the string fails, a pattern
-//! whose translation is not exactly ECMA-262's, a non-integral
-//! `multipleOf`), too deep a `$ref` chain, or work past its budget. An
-//! invalid verdict from any keyword decides the schema object whatever the
-//! others say; a valid one needs every constraining keyword decided.
+//! constrain, `$dynamicRef`, a known `format` the string fails, a
+//! non-integral `multipleOf`), too deep a `$ref` chain, or work past its
+//! budget. An invalid verdict from any keyword decides the schema object
+//! whatever the others say; a valid one needs every constraining keyword
+//! decided.
+//!
+//! Under a `not` an "invalid" keeps the value, so a verdict must hold in
+//! every reading a validator may take, not only the lowering's: where
+//! ECMA-262 and Python's `re` may differ on a pattern, where numbers beyond
+//! 2^53 would be rounded, where draft 7 reads `contains` or a `$ref` beside
+//! other keywords otherwise, or under a meta-schema of the document's own,
+//! the check says "cannot tell". The tests hold it to the
+//! JSON-Schema-Test-Suite and to MaskBench's labels: no verdict differs.
 
 use super::layout::json_eq;
 use super::lower::{INTEGER, Lowerer, is_known_assertion, kind_of};
