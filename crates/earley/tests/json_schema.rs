@@ -150,6 +150,41 @@ const UNIQUE_TUPLE: &str = r#"{
   "uniqueItems": true
 }"#;
 
+/// Enums filtered by the rest of their conjunction: a `not` of containers
+/// and of `multipleOf` (neither has a negation of its own), values the
+/// `not`s rule out among ones they leave.
+const ENUM_NOT: &str = r#"{
+  "allOf": [
+    {"enum": [[0.0], [false], {"a": 1}, {"a": true}, 7, 8, "x", null]},
+    {"not": {"enum": [[false], {"a": true}]}},
+    {"not": {"type": "number", "multipleOf": 2}},
+    {"not": {"not": {"type": ["array", "object", "number", "string"]}}}
+  ]
+}"#;
+
+/// An enum member under `anyOf` branches that take some of its values.
+const ENUM_ANY_OF: &str = r#"{
+  "type": "object",
+  "properties": {
+    "p": {
+      "enum": [1, 2.0, 2.5, [1, 2], [1, "x"], {"k": null}],
+      "anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "integer", "minimum": 2}]
+    }
+  },
+  "required": ["p"],
+  "additionalProperties": false
+}"#;
+
+/// An enum under overlapping `oneOf` branches and `if`/`then`: a value
+/// under both branches, and one whose `then` fails, are out.
+const ENUM_ONE_OF_IF: &str = r#"{
+  "enum": [1, 2, 3, "a", "", [0], {"n": 1}],
+  "oneOf": [{"type": "integer"}, {"minimum": 2}],
+  "if": {"type": "string"},
+  "then": {"maxLength": 0},
+  "else": {"not": {"type": "object", "required": ["n"]}}
+}"#;
+
 fn nested_tree(depth: usize) -> String {
     let mut text = r#"{"value": 0}"#.to_string();
     for i in 1..=depth {
@@ -397,6 +432,9 @@ fn sentences_and_near_misses_never_yield_an_invalid_output() {
         ("unevaluated_nested", UNEVALUATED_NESTED),
         ("unevaluated_merged_member", UNEVALUATED_MERGED_MEMBER),
         ("unevaluated_items", UNEVALUATED_ITEMS),
+        ("enum_not", ENUM_NOT),
+        ("enum_any_of", ENUM_ANY_OF),
+        ("enum_one_of_if", ENUM_ONE_OF_IF),
     ];
     for (i, (name, schema)) in hand.iter().enumerate() {
         match differential(name, schema, 60, 7 + i as u64) {
@@ -442,6 +480,52 @@ fn sentences_and_near_misses_never_yield_an_invalid_output() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(checked_files > 0);
+}
+
+/// Each enum value the rest of its schema allows is served, in every
+/// spelling of it; the others are not, nor `2.0` where an integer-only
+/// `type` decided (draft 4 calls it no integer).
+#[test]
+fn enum_values_are_kept_exactly_when_the_rest_of_the_schema_allows_them() {
+    let b = backend();
+    let cases: [(&str, &[&str], &[&str]); 3] = [
+        (
+            ENUM_NOT,
+            &["[0.0]", "[0]", r#"{"a": 1}"#, "7", r#""x""#],
+            &["[false]", r#"{"a": true}"#, "8", "null"],
+        ),
+        (
+            ENUM_ANY_OF,
+            &[r#"{"p": 2}"#, r#"{"p": [1, 2]}"#],
+            &[
+                r#"{"p": 1}"#,
+                r#"{"p": 2.0}"#,
+                r#"{"p": 2.5}"#,
+                r#"{"p": [1, "x"]}"#,
+                r#"{"p": {"k": null}}"#,
+            ],
+        ),
+        (
+            ENUM_ONE_OF_IF,
+            &["1", r#""""#, "[0]"],
+            &["2", "3", r#""a""#, r#"{"n": 1}"#],
+        ),
+    ];
+    for (schema, valid, invalid) in cases {
+        let constraint = Constraint::json_schema(schema);
+        for text in valid {
+            assert!(
+                accepts(&b, &constraint, text.as_bytes()),
+                "{schema}: {text} refused"
+            );
+        }
+        for text in invalid {
+            assert!(
+                !accepts(&b, &constraint, text.as_bytes()),
+                "{schema}: {text} accepted"
+            );
+        }
+    }
 }
 
 /// Two strings of `maxLength: 4096` (as in Snowplow's schemas): too big

@@ -17,7 +17,8 @@
 //!
 //! | keywords | how |
 //! |---|---|
-//! | `type` (and type arrays), `enum`, `const` | alternation; constants in every whitespace spelling the policy allows, numbers also as `1`/`1.0` and Python's `1e-05` |
+//! | `type` (and type arrays), `enum`, `const` | alternation; constants in every whitespace spelling the policy allows, numbers also as `1`/`1.0` and Python's `1e-05` (an integral one as an integer only where an integer-only `type` applies) |
+//! | `enum`/`const` beside other keywords | each value checked against the conjunction's schema objects themselves (`validate`: every keyword, `not`/`anyOf`/`oneOf`/`if` and `$ref` included), before anything is split into cases; only values that check cannot decide (`unevaluated*`, a known `format` a string fails, a pattern translated inexactly, a fractional `multipleOf`, ...) go by the language of the rest, and are dropped when that cannot be lowered but other values were found valid |
 //! | `properties`, `required` | members in declared order; optional members may be left out, with commas right for every subset |
 //! | `additionalProperties` | `false`: none; a schema: extra members after the declared ones, keys that are not declared names; `true`/absent: see below |
 //! | `patternProperties` | applied to the declared properties whose name matches; an object with one pattern and no named properties gets members whose (escape-free) keys match it; otherwise no extra members are generated (a subset) |
@@ -80,6 +81,7 @@ mod numeric;
 mod rx;
 mod structure;
 mod unevaluated;
+mod validate;
 
 use crate::pieces::{self, PieceGrammar, PieceLimits};
 use crate::{GbnfLimits, Grammar, compose};

@@ -153,11 +153,16 @@ struct Branch {
 pub(crate) struct SearchPattern {
     branches: Vec<Branch>,
     max_repeat: u32,
+    /// Whether the translation means exactly what ECMA-262 means (see
+    /// [`SearchPattern::is_exact`]).
+    exact: bool,
 }
 
 impl SearchPattern {
     pub fn parse(pattern: &str) -> Result<SearchPattern, String> {
-        let node = Parser::new(pattern).parse()?;
+        let mut parser = Parser::new(pattern);
+        let node = parser.parse()?;
+        let exact = parser.exact;
         let max_repeat = node.max_repeat();
         let alternatives = match node {
             Node::Alt(items) => items,
@@ -187,7 +192,21 @@ impl SearchPattern {
         Ok(SearchPattern {
             branches,
             max_repeat,
+            exact,
         })
+    }
+
+    /// Whether a string [`SearchPattern::search_regex`] finds no match in
+    /// has none in ECMA-262 nor in Python's `re` either, for strings of
+    /// Basic Multilingual Plane characters without line terminators (where
+    /// `.` and `$` differ between the two). Not so with a class escape
+    /// (`\d`, `\w`, `\s` and their negations are ASCII in one, Unicode in
+    /// the other; the translation takes what both accept), `\p{..}` (no
+    /// such thing in `re`) or `\u{..}` (plain letters to ECMA-262 without
+    /// the `u` flag). A check that must say "no match" needs it exact; a
+    /// match means a match in both either way.
+    pub fn is_exact(&self) -> bool {
+        self.exact
     }
 
     /// The largest counted repetition bound in the pattern.
@@ -364,6 +383,8 @@ struct Parser {
     chars: Vec<char>,
     pos: usize,
     depth: usize,
+    /// No construct read so far means something else in ECMA-262.
+    exact: bool,
 }
 
 const MAX_GROUP_DEPTH: usize = 64;
@@ -374,6 +395,7 @@ impl Parser {
             chars: pattern.chars().collect(),
             pos: 0,
             depth: 0,
+            exact: true,
         }
     }
 
@@ -400,7 +422,7 @@ impl Parser {
             .all(|(i, c)| self.peek_at(i) == Some(c))
     }
 
-    fn parse(mut self) -> Result<Node, String> {
+    fn parse(&mut self) -> Result<Node, String> {
         let node = self.alternation()?;
         if self.pos < self.chars.len() {
             return Err(format!("unbalanced `)` at character {}", self.pos));
@@ -478,6 +500,7 @@ impl Parser {
             chars: self.chars.clone(),
             pos: self.pos,
             depth: 0,
+            exact: true,
         };
         matches!(probe.counted(), Ok(Some(_)))
     }
@@ -667,6 +690,7 @@ impl Parser {
         };
         self.pos += 1;
         if let Some(set) = class_escape(e, !in_negated) {
+            self.exact = false;
             return Ok(ClassAtom::Set(set));
         }
         match e {
@@ -683,6 +707,7 @@ impl Parser {
         };
         self.pos += 1;
         if let Some(set) = class_escape(e, true) {
+            self.exact = false;
             return Ok(Node::Class(set));
         }
         match e {
@@ -695,6 +720,7 @@ impl Parser {
     }
 
     fn unicode_property(&mut self, e: char) -> Result<String, String> {
+        self.exact = false;
         if !self.eat('{') {
             return Err(format!("`\\{e}` without `{{...}}`"));
         }
@@ -747,6 +773,7 @@ impl Parser {
             }
             'u' => {
                 let v = if self.eat('{') {
+                    self.exact = false;
                     let mut v: u32 = 0;
                     let mut n = 0;
                     while let Some(d) = self.peek().and_then(|c| c.to_digit(16)) {

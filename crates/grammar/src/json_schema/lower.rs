@@ -194,6 +194,17 @@ pub(crate) struct Merged<'a> {
     /// the negations of a `not` expand into several copies of one
     /// conjunction, and the stack then holds their refs together.)
     pub refs: Vec<String>,
+    /// The schema objects conjoined here, each as written (with its
+    /// `anyOf`, `not`, `if`, ... still in it): the ones expanded from
+    /// outside an expansion (an `allOf` branch or a `$ref` target is in its
+    /// parent already). With [`Merged::negated`] they are exactly what a
+    /// value of this conjunction must satisfy; the fields below are what
+    /// the lowering made of them, possibly narrowed (a case of a split).
+    pub sources: Vec<&'a Value>,
+    /// Schemas a value of this conjunction must *not* satisfy: the `not`s
+    /// (of `not`, a failed `if`, an overlapping `oneOf` branch) already
+    /// split into the cases of the fields below.
+    pub negated: Vec<&'a Value>,
     pub types: u8,
     pub enum_vals: Option<Vec<&'a Value>>,
     /// Some keyword other than type/enum/const constrains the value.
@@ -282,6 +293,8 @@ impl<'a> Merged<'a> {
         Merged {
             base,
             refs: Vec::new(),
+            sources: Vec::new(),
+            negated: Vec::new(),
             types: ALL_TYPES,
             enum_vals: None,
             constrained: false,
@@ -330,6 +343,10 @@ pub(crate) struct Lowerer<'a> {
     cache: HashMap<(String, u32), Lang>,
     any_cache: HashMap<(u32, u32), Lang>,
     pub name_regexes: HashMap<String, regex_automata::meta::Regex>,
+    /// Patterns (and `format:NAME`s) compiled for [`super::validate`]:
+    /// the search regex and whether a miss means no match in ECMA-262;
+    /// `None` for one that did not translate.
+    pub exact_patterns: HashMap<String, Option<(regex_automata::meta::Regex, bool)>>,
     /// How many times a recursive `$ref` was cut off at `max_depth`.
     pub pruned: u64,
     /// How many keywords' negations were dropped or approximated from below
@@ -342,6 +359,12 @@ pub(crate) struct Lowerer<'a> {
     scope: Origin,
     /// The id the next expanded schema object gets.
     next_node_id: u32,
+    /// How many [`Lowerer::expand`]s are under way: a node expanded inside
+    /// another is part of it, not a source of its own.
+    expanding: u32,
+    /// What is left of the document's budget for checking `enum` values
+    /// ([`super::validate::MAX_VALIDATE_DOCUMENT_STEPS`]).
+    pub validate_steps_left: u64,
 }
 
 /// What a rule of the context-free result stands for.
@@ -559,7 +582,7 @@ pub(crate) fn any_object(
 }
 
 impl<'a> Lowerer<'a> {
-    fn new(
+    pub(crate) fn new(
         root: &'a Value,
         options: &'a SpecOptions,
         max_whitespace: u32,
@@ -575,11 +598,14 @@ impl<'a> Lowerer<'a> {
             cache: HashMap::new(),
             any_cache: HashMap::new(),
             name_regexes: HashMap::new(),
+            exact_patterns: HashMap::new(),
             pruned: 0,
             negations_dropped: 0,
             rules: None,
             scope: Vec::new(),
             next_node_id: 0,
+            expanding: 0,
+            validate_steps_left: super::validate::MAX_VALIDATE_DOCUMENT_STEPS,
         })
     }
 
@@ -842,10 +868,15 @@ impl<'a> Lowerer<'a> {
     /// within the current scope (see [`Origin`]). `Ok(false)`: it is
     /// unsatisfiable.
     pub fn expand(&mut self, m: &mut Merged<'a>, node: Node<'a>) -> Result<bool, GrammarError> {
+        if self.expanding == 0 {
+            m.sources.push(node.v);
+        }
         let id = self.next_node_id;
         self.next_node_id = self.next_node_id.wrapping_add(1);
         self.scope.push(id);
+        self.expanding += 1;
         let result = self.expand_node(m, node);
+        self.expanding -= 1;
         self.scope.pop();
         result
     }
@@ -928,7 +959,11 @@ impl<'a> Lowerer<'a> {
 
     /// Resolves a `$ref` within the document: `#`, `#/json/pointer`, or the
     /// document's own `$id` followed by one of those.
-    fn resolve(&self, reference: &str, ref_ptr: &str) -> Result<(&'a Value, String), GrammarError> {
+    pub(crate) fn resolve(
+        &self,
+        reference: &str,
+        ref_ptr: &str,
+    ) -> Result<(&'a Value, String), GrammarError> {
         let fragment = match reference.find('#') {
             Some(0) => &reference[1..],
             Some(i) => {
@@ -1376,8 +1411,111 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The language of a merged conjunction: distributes over its
-    /// disjunctions, then dispatches on types.
-    pub fn lower_merged(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+    /// disjunctions, then dispatches on types. An `enum` with more to it is
+    /// first decided value by value ([`Lowerer::lower_finite`]).
+    pub fn lower_merged(&mut self, m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        let more_than_enum = m.constrained
+            || !m.disjunctions.is_empty()
+            || !m.conditionals.is_empty()
+            || !m.nots.is_empty();
+        if m.enum_vals.is_some() && more_than_enum {
+            self.lower_finite(m, level)
+        } else {
+            self.lower_cases(m, level)
+        }
+    }
+
+    /// A conjunction with an `enum`: each value checked against its schema
+    /// objects ([`super::validate`]) before anything is split into cases.
+    /// Splitting may narrow (a `not` it cannot negate, an overlapping
+    /// `oneOf`, a bound on depth) or fail where the values themselves are
+    /// plainly valid or not. The values the check cannot decide go on
+    /// through [`Lowerer::lower_cases`]; when that fails but some value was
+    /// found valid, the undecided ones are dropped (a subset) rather than
+    /// the schema refused.
+    fn lower_finite(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
+        let types = m.types;
+        let candidates: Vec<&'a Value> = m
+            .enum_vals
+            .take()
+            .expect("caller checked")
+            .into_iter()
+            .filter(|v| types & kind_of(v) != 0)
+            .collect();
+        // The `not`s not yet split: those of its schema objects, and those
+        // added from outside (a failed `if`, an overlapping `oneOf` branch).
+        let nots: Vec<&'a Value> = m.nots.iter().map(|n| n.v).collect();
+        let checked = self.check_enum_values(&m, &nots, &candidates);
+        let mut valid = Vec::new();
+        let mut undecided = Vec::new();
+        for (v, (verdict, integer_tested)) in candidates.into_iter().zip(checked) {
+            match verdict {
+                Some(true) => valid.push((v, integer_tested)),
+                Some(false) => {}
+                None => undecided.push(v),
+            }
+        }
+        let decided = self.enum_constants(&valid, types, level);
+        if undecided.is_empty() {
+            return Ok(decided);
+        }
+        m.enum_vals = Some(undecided);
+        let (saved_refs, saved_depth) = (self.ref_stack.len(), self.depth);
+        match self.lower_cases(m, level) {
+            Ok(rest) => Ok(rx::alt([decided, rest])),
+            Err(e) if !valid.is_empty() && is_expressiveness_error(&e) => {
+                self.ref_stack.truncate(saved_refs);
+                self.depth = saved_depth;
+                Ok(decided)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`super::validate`]'s verdict on each of `candidates` under `m`'s
+    /// schema objects and none of its negated ones nor of `nots`, with
+    /// whether an integer-only `type` looked at it.
+    fn check_enum_values(
+        &mut self,
+        m: &Merged<'a>,
+        nots: &[&'a Value],
+        candidates: &[&'a Value],
+    ) -> Vec<(Option<bool>, bool)> {
+        let mut negated = m.negated.clone();
+        negated.extend_from_slice(nots);
+        let mut validator = super::validate::Validator::new(self);
+        candidates
+            .iter()
+            .map(|v| {
+                let verdict = validator.check(&m.sources, &negated, v);
+                (verdict, validator.integer_tested())
+            })
+            .collect()
+    }
+
+    /// Every spelling of each value, an integral number as an integer only
+    /// where `types` allows no fraction or an integer-only `type` looked at
+    /// it (`true` beside it): draft 4 calls `1.0` no integer.
+    fn enum_constants(&self, values: &[(&'a Value, bool)], types: u8, level: u32) -> Lang {
+        let integer_only = types & FRACTION == 0;
+        rx::alt(values.iter().map(|&(v, integer_tested)| {
+            match v {
+                Value::Number(n) if (integer_only || integer_tested) && kind_of(v) == INTEGER => {
+                    rx::alt(
+                        super::layout::number_spellings(n)
+                            .iter()
+                            .filter(|s| !s.contains(['.', 'e', 'E']))
+                            .map(|s| Lang::lit(s)),
+                    )
+                }
+                _ => self.layout.constant(v, level),
+            }
+        }))
+    }
+
+    /// [`Lowerer::lower_merged`] without the value-by-value check of an
+    /// `enum`: splits on conditionals and disjunctions.
+    fn lower_cases(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
         if let Some(conditional) = m.conditionals.pop() {
             return self.lower_conditional(m, conditional, level);
         }
@@ -1607,7 +1745,10 @@ impl<'a> Lowerer<'a> {
         for node in nots {
             let mut next = Vec::new();
             for variant in variants {
-                next.extend(self.negate(variant, &node, 0)?);
+                for mut case in self.negate(variant, &node, 0)? {
+                    case.negated.push(node.v);
+                    next.push(case);
+                }
             }
             if next.len() > MAX_NOT_VARIANTS {
                 return Err(GrammarError::LimitExceeded {
@@ -2000,38 +2141,66 @@ impl<'a> Lowerer<'a> {
     fn lower_enum(&mut self, mut m: Merged<'a>, level: u32) -> Result<Lang, GrammarError> {
         let values = m.enum_vals.take().expect("caller checked");
         let types = m.types;
-        let mut candidates: Vec<&'a Value> = values
+        let candidates: Vec<&'a Value> = values
             .into_iter()
             .filter(|v| m.types & kind_of(v) != 0)
             .collect();
         if candidates.is_empty() {
             return Ok(Lang::Never);
         }
-        if m.constrained {
-            // Keep the values the rest of the schema accepts: its regex is a
-            // subset of the valid texts, so a value whose canonical spelling
-            // matches it is valid.
-            let rest = self.lower_simple(m, level)?;
-            let Some(regex) = self.compile(&rest, "enum")? else {
-                return Ok(Lang::Never);
-            };
-            candidates.retain(|v| regex.is_match(self.layout.canonical(v, level).as_bytes()));
-        }
-        // Where only integers are allowed, an integral constant is spelled
-        // as an integer: draft 4 calls `1.0` no integer.
-        let integer_only = types & FRACTION == 0;
-        let lang = rx::alt(candidates.into_iter().map(|v| {
-            match v {
-                Value::Number(n) if integer_only => rx::alt(
-                    super::layout::number_spellings(n)
-                        .iter()
-                        .filter(|s| !s.contains(['.', 'e', 'E']))
-                        .map(|s| Lang::lit(s)),
-                ),
-                _ => self.layout.constant(v, level),
+        let kept = if m.constrained {
+            self.enum_values_allowed(m, candidates, level)?
+        } else {
+            candidates.into_iter().map(|v| (v, false)).collect()
+        };
+        Ok(self.enum_constants(&kept, types, level))
+    }
+
+    /// The `candidates` (values of `m`'s `enum`) that the rest of `m`
+    /// allows, each with whether an integer-only `type` looked at it. Each
+    /// is checked against `m`'s schema objects themselves
+    /// ([`super::validate`]); only those the check cannot decide go by the
+    /// regex of the rest, which is a subset of the valid texts, so a value
+    /// whose canonical spelling matches it is valid (and one it misses may
+    /// be valid too, but is dropped). When the rest cannot be expressed,
+    /// that is the error unless the check found some value valid: then the
+    /// undecided ones are dropped.
+    fn enum_values_allowed(
+        &mut self,
+        m: Merged<'a>,
+        candidates: Vec<&'a Value>,
+        level: u32,
+    ) -> Result<Vec<(&'a Value, bool)>, GrammarError> {
+        let checked = self.check_enum_values(&m, &[], &candidates);
+        let mut regex = None;
+        if checked.iter().any(|(verdict, _)| verdict.is_none()) {
+            let (saved_refs, saved_depth) = (self.ref_stack.len(), self.depth);
+            let rest = self
+                .lower_simple(m, level)
+                .and_then(|rest| self.compile(&rest, "enum"));
+            match rest {
+                Ok(compiled) => regex = compiled,
+                Err(e)
+                    if checked.iter().any(|(v, _)| *v == Some(true))
+                        && is_expressiveness_error(&e) =>
+                {
+                    self.ref_stack.truncate(saved_refs);
+                    self.depth = saved_depth;
+                }
+                Err(e) => return Err(e),
             }
-        }));
-        Ok(lang)
+        }
+        Ok(candidates
+            .into_iter()
+            .zip(checked)
+            .filter(|(v, (verdict, _))| match verdict {
+                Some(valid) => *valid,
+                None => regex
+                    .as_ref()
+                    .is_some_and(|r| r.is_match(self.layout.canonical(v, level).as_bytes())),
+            })
+            .map(|(v, (_, integer_tested))| (v, integer_tested))
+            .collect())
     }
 
     /// A whole-match regex for `lang` (`None` for the empty language).
@@ -2446,6 +2615,17 @@ fn percent_decode(s: &str) -> String {
         }
     }
     String::from_utf8(out).unwrap_or_else(|_| s.to_string())
+}
+
+/// Whether `e` says only that the lowering cannot express something (or
+/// not within its limits), rather than that the schema is malformed.
+fn is_expressiveness_error(e: &GrammarError) -> bool {
+    matches!(
+        e,
+        GrammarError::Unsupported { .. }
+            | GrammarError::LimitExceeded { .. }
+            | GrammarError::InvalidRegex { .. }
+    )
 }
 
 /// `true` or `{}`: a sub-schema that allows everything.
