@@ -22,15 +22,15 @@
 //! | `properties`, `required` | members in declared order; optional members may be left out, with commas right for every subset |
 //! | `additionalProperties` | `false`: none; a schema: extra members after the declared ones, keys that are not declared names; `true`/absent: see below |
 //! | `patternProperties` | applied to the declared properties whose name matches; an object with one pattern and no named properties gets members whose (escape-free) keys match it; otherwise no extra members are generated (a subset) |
-//! | `propertyNames` | declared names that fail it are not generated; no extra members |
+//! | `propertyNames` | declared names that fail it are not generated; no extra members, but in context-free mode, where an extra key is an intersection rule: a valid name and no declared one |
 //! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1`; `maxProperties` also as a count of the extra members of an object that declares none (else extras are off under it) |
 //! | `dependentRequired`/`dependencies`/`dependentSchemas` | by splitting on whether the trigger is present |
 //! | `items`, `prefixItems`, `additionalItems`, `minItems`, `maxItems` | counted repetitions |
 //! | `contains`, `minContains`, `maxContains` | items counted left to right: counted items satisfy the item schema and `contains`, the others the item schema (and, under `maxContains`, `¬contains` as for `not`); with `prefixItems` and item counts |
 //! | `uniqueItems` | when every position takes a finite set of constants: the sequences of distinct values (JSON equality) |
 //! | `unevaluatedProperties`, `unevaluatedItems` | the members (items) that nothing in the keyword's scope evaluates get its schema; the scope is the schema object and what it applies in place (`allOf`, `$ref`, the `anyOf`/`oneOf` branch lowered, a present trigger's `dependentSchemas`; not `not`); an error when an `if` (or, for items, a `contains`) is in scope |
-//! | `minLength`/`maxLength` | counted characters (an escape is one character) |
-//! | `pattern` | ECMA-262 with search semantics, restricted to characters needing no JSON escape (see `ecma`) |
+//! | `minLength`/`maxLength` | counted characters (an escape is one character); folded into a pattern's or format's regex where one variable part takes them, else (context-free mode) an intersection rule |
+//! | `pattern` | ECMA-262 with search semantics, restricted to characters needing no JSON escape (see `ecma`); several patterns, formats, lengths and excluded values on one string are, in context-free mode, an intersection rule ([`SchemaGrammar::intersections`]: a backend builds the product automaton), in regular mode an error where one regex cannot say them |
 //! | `format` | `date-time`, `date`, `time`, `uuid`, `email`, `hostname`, `uri`, `ipv4` enforced; others are annotations |
 //! | `minimum`/`maximum`/`exclusive*`, `multipleOf` | exact digit ranges for integers; integer bounds for numbers (no exponent form), plus one inclusive positive non-integer `minimum` (compared digit by digit); `multipleOf` 1, 2, 5, 10^k |
 //! | `anyOf`, `allOf` | alternation; merging (distributing over `anyOf`/`oneOf`) |

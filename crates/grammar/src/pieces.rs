@@ -67,7 +67,7 @@ pub struct PieceLimits {
     /// a reference-free body whose copies weigh `2w` or more
     /// (`"(?:char){0,4096}"`, a `maxLength: 4096` string) is taken apart
     /// into blocks of as many copies as weigh about `w`, at least one
-    /// ([`Splitter::blocks`]), so that no one regex holds thousands of
+    /// (see `Splitter::blocks`), so that no one regex holds thousands of
     /// copies; what follows it in its sequence stays with its last block.
     /// Default `None`: every reference-free sub-expression stays whole.
     pub block_weight: Option<u64>,

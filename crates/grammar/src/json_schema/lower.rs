@@ -380,7 +380,7 @@ enum RuleTarget {
 }
 
 /// The rules of the context-free result. Rule `i` is written in the regex of
-/// another as the character [`placeholder`]`(i)`.
+/// another as the character [`placeholder`](crate::compose::placeholder)`(i)`.
 #[derive(Default)]
 pub(crate) struct Rules {
     index: HashMap<(RuleTarget, u32), usize>,
@@ -391,7 +391,7 @@ pub(crate) struct Rules {
 }
 
 /// The result of the context-free lowering: regexes in which the characters
-/// [`placeholder`]`(i)` stand for rule `i`.
+/// [`placeholder`](crate::compose::placeholder)`(i)` stand for rule `i`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaGrammar {
     /// The regex of a whole document.
