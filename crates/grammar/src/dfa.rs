@@ -117,25 +117,7 @@ impl ByteDfa {
                     }
                 }
             })?;
-        let raw = extract(&dense, limits)?;
-        let raw_states = raw.accepting.len();
-        let pruned = prune_dead_ends(raw)?;
-        let reduced = if limits.minimize {
-            let blocks = hopcroft(&pruned.trans, pruned.stride, &pruned.accepting);
-            quotient(&pruned, &blocks)
-        } else {
-            pruned
-        };
-        let mut dfa = finish(reduced);
-        dfa.raw_states = raw_states;
-        if dfa.num_states() > limits.max_dfa_states {
-            return Err(GrammarError::LimitExceeded {
-                what: format!("the regex's DFA ({} states)", dfa.num_states()),
-                limit: limits.max_dfa_states,
-                knob: "max_dfa_states".into(),
-            });
-        }
-        Ok(dfa)
+        reduce(extract(&dense, limits)?, limits, "the regex's DFA")
     }
 
     /// The DFA of the outputs every one of `patterns` matches in full (the
@@ -214,24 +196,7 @@ impl ByteDfa {
             accepting,
             start: 1,
         };
-        let raw_states = table.accepting.len();
-        let pruned = prune_dead_ends(table)?;
-        let reduced = if limits.minimize {
-            let blocks = hopcroft(&pruned.trans, pruned.stride, &pruned.accepting);
-            quotient(&pruned, &blocks)
-        } else {
-            pruned
-        };
-        let mut dfa = finish(reduced);
-        dfa.raw_states = raw_states;
-        if dfa.num_states() > limits.max_dfa_states {
-            return Err(GrammarError::LimitExceeded {
-                what: format!("the intersection's DFA ({} states)", dfa.num_states()),
-                limit: limits.max_dfa_states,
-                knob: "max_dfa_states".into(),
-            });
-        }
-        Ok(dfa)
+        reduce(table, limits, "the intersection's DFA")
     }
 
     /// The state at the start of the output.
@@ -461,6 +426,30 @@ fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, Gram
         accepting,
         start: 1,
     })
+}
+
+/// A raw table pruned of dead ends, minimized (when the limits say so) and
+/// finished, within the state limit (`what` names the automaton in the
+/// error).
+fn reduce(raw: Table, limits: &DfaLimits, what: &str) -> Result<ByteDfa, GrammarError> {
+    let raw_states = raw.accepting.len();
+    let pruned = prune_dead_ends(raw)?;
+    let reduced = if limits.minimize {
+        let blocks = hopcroft(&pruned.trans, pruned.stride, &pruned.accepting);
+        quotient(&pruned, &blocks)
+    } else {
+        pruned
+    };
+    let mut dfa = finish(reduced);
+    dfa.raw_states = raw_states;
+    if dfa.num_states() > limits.max_dfa_states {
+        return Err(GrammarError::LimitExceeded {
+            what: format!("{what} ({} states)", dfa.num_states()),
+            limit: limits.max_dfa_states,
+            knob: "max_dfa_states".into(),
+        });
+    }
+    Ok(dfa)
 }
 
 fn matches_nothing() -> GrammarError {

@@ -513,6 +513,12 @@ pub(crate) fn lower_document_cf(
     })
 }
 
+/// Rule `id` written in a regex: its placeholder character.
+fn placeholder_lang(id: usize) -> Lang {
+    let c = crate::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
+    Lang::lit(c.encode_utf8(&mut [0; 4]))
+}
+
 /// Whether any string of `v` (keys included) holds a character of the
 /// placeholder planes, or a pattern escape that could write one.
 fn uses_placeholder_range(v: &Value) -> bool {
@@ -680,28 +686,38 @@ impl<'a> Lowerer<'a> {
                 "recursion or values of any depth with an indented layout",
             ));
         }
+        let what = || format!("grammar rules for recursive sub-schemas at {ptr}");
+        let (id, new) = self.rule_id((target.clone(), level), what)?;
+        if new {
+            let rules = self.rules.as_mut().expect("context-free mode");
+            rules.bodies.push(None);
+            rules.pending.push((id, target, level));
+        }
+        Ok(placeholder_lang(id))
+    }
+
+    /// The id of the rule for `key`, and whether it is new (its body still
+    /// to be pushed by the caller), within `LoweringLimits::max_rules`.
+    fn rule_id(
+        &mut self,
+        key: (RuleTarget, u32),
+        what: impl FnOnce() -> String,
+    ) -> Result<(usize, bool), GrammarError> {
         let limit = self.limits.max_rules.min(MAX_PLACEHOLDERS);
         let rules = self.rules.as_mut().expect("context-free mode");
-        let key = (target, level);
-        let id = match rules.index.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = rules.bodies.len();
-                if id >= limit {
-                    return Err(GrammarError::LimitExceeded {
-                        what: format!("grammar rules for recursive sub-schemas at {ptr}"),
-                        limit,
-                        knob: "LoweringLimits::max_rules".into(),
-                    });
-                }
-                rules.bodies.push(None);
-                rules.pending.push((id, key.0.clone(), level));
-                rules.index.insert(key, id);
-                id
-            }
-        };
-        let c = crate::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
-        Ok(Lang::lit(c.encode_utf8(&mut [0; 4])))
+        if let Some(&id) = rules.index.get(&key) {
+            return Ok((id, false));
+        }
+        let id = rules.bodies.len();
+        if id >= limit {
+            return Err(GrammarError::LimitExceeded {
+                what: what(),
+                limit,
+                knob: "LoweringLimits::max_rules".into(),
+            });
+        }
+        rules.index.insert(key, id);
+        Ok((id, true))
     }
 
     /// In context-free mode, a rule for the texts every one of `regexes`
@@ -714,30 +730,17 @@ impl<'a> Lowerer<'a> {
         if self.rules.is_none() {
             return Ok(None);
         }
-        let limit = self.limits.max_rules.min(MAX_PLACEHOLDERS);
-        let rules = self.rules.as_mut().expect("context-free mode");
         let key = (RuleTarget::Intersection(regexes.clone()), 0);
-        let id = match rules.index.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = rules.bodies.len();
-                if id >= limit {
-                    return Err(GrammarError::LimitExceeded {
-                        what: format!("grammar rules, at the string constraints of {ptr}"),
-                        limit,
-                        knob: "LoweringLimits::max_rules".into(),
-                    });
-                }
-                // Matches nothing: what a consumer that ignores
-                // `intersections` gets, never a wider language.
-                rules.bodies.push(Some("[^\\x00-\\x{10FFFF}]".into()));
-                rules.intersections.push((id, regexes));
-                rules.index.insert(key, id);
-                id
-            }
-        };
-        let c = crate::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
-        Ok(Some(Lang::lit(c.encode_utf8(&mut [0; 4]))))
+        let what = || format!("grammar rules, at the string constraints of {ptr}");
+        let (id, new) = self.rule_id(key, what)?;
+        if new {
+            let rules = self.rules.as_mut().expect("context-free mode");
+            // Matches nothing: what a consumer that ignores
+            // `intersections` gets, never a wider language.
+            rules.bodies.push(Some("[^\\x00-\\x{10FFFF}]".into()));
+            rules.intersections.push((id, regexes));
+        }
+        Ok(Some(placeholder_lang(id)))
     }
 
     /// In context-free mode, a node that is only a `$ref` (and annotations)
