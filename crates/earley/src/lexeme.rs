@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokensieve_core::GrammarError;
 use tokensieve_grammar::dfa::DEAD;
-use tokensieve_grammar::{ByteDfa, DfaLimits, TokenTrie};
+use tokensieve_grammar::{ByteDfa, DfaLimits, TextRuns, TokenTrie};
 
 /// Tokens as a set: sorted ids when few, a bitmask row when many.
 #[derive(Debug)]
@@ -53,15 +53,14 @@ impl TokenSet {
         if count * 32 >= row.len() * 4 {
             return TokenSet::Dense(row);
         }
-        let ids = row
-            .iter()
-            .enumerate()
-            .flat_map(|(w, &bits)| {
-                (0..32)
-                    .filter(move |b| bits & (1 << b) != 0)
-                    .map(move |b| (w * 32 + b) as u32)
-            })
-            .collect();
+        let mut ids = Vec::with_capacity(count);
+        for (w, &word) in row.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                ids.push((w * 32) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
         TokenSet::Sparse(ids)
     }
 
@@ -101,6 +100,27 @@ pub(crate) struct StateIndex {
     pub exit_span: usize,
 }
 
+/// A state with at least this many live bytes is walked by a forward scan
+/// of the trie, not child list by child list (see [`Lexeme::build_state`]).
+const WIDE: u32 = 64;
+
+/// What a walk from one lexeme state has found so far.
+struct Walk {
+    inside: Vec<u32>,
+    count: usize,
+    exits: Vec<(u32, u32)>,
+}
+
+impl Walk {
+    #[inline]
+    fn add(&mut self, tokens: &[u32]) {
+        for &t in tokens {
+            self.inside[t as usize / 32] |= 1 << (t % 32);
+        }
+        self.count += tokens.len();
+    }
+}
+
 /// A lexeme's DFA over one vocabulary, with its states' indexes built on
 /// first use.
 pub(crate) struct Lexeme {
@@ -109,6 +129,7 @@ pub(crate) struct Lexeme {
     words: usize,
     states: Vec<OnceLock<StateIndex>>,
     first: Vec<OnceLock<[u64; 4]>>,
+    runs: TextRuns,
 }
 
 impl std::fmt::Debug for Lexeme {
@@ -123,12 +144,14 @@ impl Lexeme {
     fn new(dfa: ByteDfa, trie: Arc<TokenTrie>, words: usize) -> Lexeme {
         let states = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
         let first = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
+        let runs = TextRuns::new(&dfa, trie.max_depth);
         Lexeme {
             dfa,
             trie,
             words,
             states,
             first,
+            runs,
         }
     }
 
@@ -156,47 +179,99 @@ impl Lexeme {
     }
 
     /// One depth-first walk of the trie from `state`, skipping a subtree at
-    /// the first byte the DFA refuses.
+    /// the first byte the DFA refuses, and taking a subtree whole where the
+    /// DFA state's text step covers everything below it for as deep as it
+    /// goes ([`TextRuns`]): in a string body, free or of bounded length,
+    /// only the subtrees holding a quote, a backslash or a control byte are
+    /// walked.
     fn build_state(&self, state: u32) -> StateIndex {
         let trie = &*self.trie;
-        // Straight into a row: a wide state (a string body) holds most of
-        // the vocabulary, and sorting its ids would cost more than the walk.
-        let mut inside = vec![0u32; self.words];
-        let mut count = 0;
-        let mut exits = Vec::new();
-        let mut stack = vec![DEAD; trie.max_depth + 1];
-        stack[0] = state;
-        let mut i = 1;
-        while i < trie.nodes.len() {
-            let node = trie.nodes[i];
-            let depth = node.depth as usize;
-            let next = self.dfa.next(stack[depth - 1], node.byte);
-            if next == DEAD {
-                i = node.next as usize;
+        let mut walk = Walk {
+            // Straight into a row: a wide state (a string body) holds most
+            // of the vocabulary, and sorting its ids would cost more than
+            // the walk.
+            inside: vec![0u32; self.words],
+            count: 0,
+            exits: Vec::new(),
+        };
+        // Depth first through each node's list of children: a state that
+        // kills most bytes reads one short list per live node, not every
+        // child's node (the root alone has a child for nearly every byte).
+        // A state that takes most bytes scans its subtree in preorder
+        // instead, one forward pass over the nodes.
+        let mut pending = vec![(0u32, state, 0u32)];
+        while let Some((node, from, depth)) = pending.pop() {
+            if self
+                .first_bytes(from)
+                .iter()
+                .map(|w| w.count_ones())
+                .sum::<u32>()
+                >= WIDE
+            {
+                self.scan(node, from, depth, &mut walk);
                 continue;
             }
-            stack[depth] = next;
-            let (lo, hi) = (
-                trie.token_start[i] as usize,
-                trie.token_start[i + 1] as usize,
-            );
-            for &t in &trie.tokens[lo..hi] {
-                inside[t as usize / 32] |= 1 << (t % 32);
+            let (bytes, kids) = trie.kids(node as usize);
+            for (&b, &kid) in bytes.iter().zip(kids) {
+                let next = self.dfa.next(from, b);
+                if next == DEAD {
+                    continue;
+                }
+                let k = kid as usize;
+                if self.runs.takes_subtree(&self.dfa, next, &trie.below[k]) {
+                    walk.add(trie.subtree_tokens(k));
+                    continue;
+                }
+                walk.add(trie.node_tokens(k));
+                if trie.kid_start[k] != trie.kid_start[k + 1] {
+                    if self.dfa.is_accepting(next) {
+                        walk.exits.push((kid, depth + 1));
+                    }
+                    pending.push((kid, next, depth + 1));
+                }
             }
-            count += hi - lo;
-            if self.dfa.is_accepting(next) && node.next as usize > i + 1 {
-                exits.push((i as u32, node.depth));
-            }
-            i += 1;
         }
+        let mut exits = walk.exits;
+        exits.sort_unstable();
         let exit_span = exits
             .iter()
             .map(|&(n, _)| (trie.nodes[n as usize].next - n) as usize)
             .sum();
         StateIndex {
-            inside: TokenSet::from_row(inside, count),
+            inside: TokenSet::from_row(walk.inside, walk.count),
             exits,
             exit_span,
+        }
+    }
+
+    /// The walk below `node` (at `depth`, in DFA state `state`) as one
+    /// forward pass over its subtree, skipping a subtree at the first byte
+    /// the DFA refuses or taking it whole where the text step allows.
+    fn scan(&self, node: u32, state: u32, depth: u32, walk: &mut Walk) {
+        let trie = &*self.trie;
+        let mut stack = vec![DEAD; trie.max_depth + 1];
+        stack[depth as usize] = state;
+        let end = trie.nodes[node as usize].next as usize;
+        let mut i = node as usize + 1;
+        while i < end {
+            let n = trie.nodes[i];
+            let d = n.depth as usize;
+            let next = self.dfa.next(stack[d - 1], n.byte);
+            if next == DEAD {
+                i = n.next as usize;
+                continue;
+            }
+            if self.runs.takes_subtree(&self.dfa, next, &trie.below[i]) {
+                walk.add(trie.subtree_tokens(i));
+                i = n.next as usize;
+                continue;
+            }
+            stack[d] = next;
+            walk.add(trie.node_tokens(i));
+            if self.dfa.is_accepting(next) && n.next as usize > i + 1 {
+                walk.exits.push((i as u32, n.depth));
+            }
+            i += 1;
         }
     }
 
@@ -285,4 +360,107 @@ fn shared(
     }
     map.insert(key, lexeme.clone());
     lexeme
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokensieve_core::Vocabulary;
+    use tokensieve_core::testing::SplitMix64;
+
+    /// Every byte, then random tokens of ASCII, quotes, backslashes and
+    /// pieces of multi-byte characters (cut anywhere, so some tokens are
+    /// not well-formed UTF-8).
+    fn vocabulary() -> Vocabulary {
+        let pieces: [&[u8]; 12] = [
+            b"a",
+            b"b",
+            b"y",
+            b" ",
+            b"\"",
+            b"\\",
+            b":",
+            b"\n",
+            "é".as_bytes(),
+            "中".as_bytes(),
+            "😀".as_bytes(),
+            b"\xff",
+        ];
+        let mut rng = SplitMix64(7);
+        let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for _ in 0..3000 {
+            let mut t = Vec::new();
+            for _ in 0..1 + rng.below(5) {
+                t.extend_from_slice(pieces[rng.below(pieces.len())]);
+            }
+            let cut = rng.below(3);
+            t.drain(..cut.min(t.len() - 1));
+            tokens.push(t);
+        }
+        Vocabulary::from_byte_tokens(tokens)
+    }
+
+    /// The walk without taking subtrees whole: every node visited.
+    fn plain_walk(l: &Lexeme, state: u32) -> (Vec<u32>, Vec<(u32, u32)>) {
+        let trie = &*l.trie;
+        let (mut inside, mut exits) = (Vec::new(), Vec::new());
+        let mut stack = vec![DEAD; trie.max_depth + 1];
+        stack[0] = state;
+        let mut i = 1;
+        while i < trie.nodes.len() {
+            let node = trie.nodes[i];
+            let next = l.dfa.next(stack[node.depth as usize - 1], node.byte);
+            if next == DEAD {
+                i = node.next as usize;
+                continue;
+            }
+            stack[node.depth as usize] = next;
+            let range = trie.token_start[i] as usize..trie.token_start[i + 1] as usize;
+            inside.extend_from_slice(&trie.tokens[range]);
+            if l.dfa.is_accepting(next) && node.next as usize > i + 1 {
+                exits.push((i as u32, node.depth));
+            }
+            i += 1;
+        }
+        inside.sort_unstable();
+        (inside, exits)
+    }
+
+    #[test]
+    fn subtrees_taken_whole_give_the_rows_of_a_full_walk() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let limits = DfaLimits {
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_dfa_states: 10_000,
+            minimize: true,
+        };
+        let regexes = [
+            r#""([^"\\\x00-\x1f]|\\["\\/bfnrt])*""#,
+            r#""([^"\\]|\\.)*" *: *"#,
+            r#"[^é"]*"#,
+            r#"a[^"\n]{0,6}y"#,
+            r#""[^"\\]{2,40}""#,
+            r#"([ab ]|中)*:"#,
+        ];
+        let mut taken_whole = 0;
+        for regex in regexes {
+            let dfa = ByteDfa::build(regex, &limits).unwrap();
+            let l = Lexeme::new(dfa, trie.clone(), vocab.mask_words());
+            for state in 1..l.dfa.num_states() as u32 {
+                let (inside, exits) = plain_walk(&l, state);
+                let index = l.build_state(state);
+                let mut row = vec![0u32; vocab.mask_words()];
+                index.inside.or_into(&mut row);
+                let got: Vec<u32> = (0..vocab.vocab_size() as u32)
+                    .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
+                    .collect();
+                assert_eq!(got, inside, "{regex}, state {state}");
+                assert_eq!(index.exits, exits, "{regex}, state {state}");
+                taken_whole += usize::from(l.runs.run(&l.dfa, state) > 1);
+            }
+        }
+        assert!(taken_whole >= 3, "the loops this test is about were found");
+    }
 }

@@ -42,6 +42,100 @@ pub struct DfaLimits {
     pub minimize: bool,
 }
 
+/// One character of text from a DFA state (see [`ByteDfa::text_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextStep {
+    /// Bit `b` of `ascii[b / 64]` set when ASCII byte `b` leads to `to`.
+    pub ascii: [u64; 2],
+    /// Whether every well-formed multi-byte character leads to `to`.
+    pub utf8: bool,
+    pub to: u32,
+}
+
+impl TextStep {
+    /// Whether every byte on the edges below a trie node is one this step
+    /// takes (and multi-byte characters well-formed, where it takes them).
+    #[inline]
+    pub fn covers(&self, below: &crate::trie::Below) -> bool {
+        below.ascii[0] & !self.ascii[0] == 0
+            && below.ascii[1] & !self.ascii[1] == 0
+            && (!below.non_ascii || (self.utf8 && below.utf8))
+    }
+
+    /// Whether this step takes every character `other` takes.
+    fn includes(&self, other: &TextStep) -> bool {
+        other.ascii[0] & !self.ascii[0] == 0
+            && other.ascii[1] & !self.ascii[1] == 0
+            && (self.utf8 || !other.utf8)
+    }
+}
+
+/// [`ByteDfa::text_step`] and how long each step repeats, worked out per
+/// state on first use, for walks of a token trie: a subtree whose bytes a
+/// state's step covers, no deeper than the step repeats, keeps every token
+/// in it alive and passes no accepting state, so the walk takes its tokens
+/// in one range without visiting its nodes.
+#[derive(Debug)]
+pub struct TextRuns {
+    steps: Vec<std::sync::OnceLock<Option<TextStep>>>,
+    runs: Vec<std::sync::OnceLock<u32>>,
+    /// Runs are counted up to this many characters (the longest token).
+    cap: u32,
+}
+
+impl TextRuns {
+    pub fn new(dfa: &ByteDfa, cap: usize) -> TextRuns {
+        let n = dfa.num_states();
+        TextRuns {
+            steps: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
+            runs: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
+            cap: cap.min(u32::MAX as usize) as u32,
+        }
+    }
+
+    /// The text step of `state`.
+    pub fn step(&self, dfa: &ByteDfa, state: u32) -> Option<&TextStep> {
+        self.steps[state as usize]
+            .get_or_init(|| dfa.text_step(state))
+            .as_ref()
+    }
+
+    /// How many characters in a row the step of `state` can take, each
+    /// landing where the next one is taken by a step at least as wide (up to
+    /// the cap; a loop repeats forever).
+    pub fn run(&self, dfa: &ByteDfa, state: u32) -> u32 {
+        *self.runs[state as usize].get_or_init(|| {
+            let Some(first) = self.step(dfa, state) else {
+                return 0;
+            };
+            let (mut run, mut at) = (1, *first);
+            while run < self.cap {
+                match self.step(dfa, at.to) {
+                    Some(next) if next.includes(first) => {
+                        if next.to == at.to {
+                            // A loop that takes what the first step takes.
+                            run = self.cap;
+                        } else {
+                            run += 1;
+                            at = *next;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            run
+        })
+    }
+
+    /// Whether a walk in `state` at a trie node with `below` beneath it can
+    /// take the whole subtree.
+    #[inline]
+    pub fn takes_subtree(&self, dfa: &ByteDfa, state: u32, below: &crate::trie::Below) -> bool {
+        self.step(dfa, state).is_some_and(|s| s.covers(below))
+            && self.run(dfa, state) >= u32::from(below.height)
+    }
+}
+
 /// A byte DFA over merged byte classes. State `0` is dead; every other state
 /// can reach an accepting state.
 #[derive(Debug, Clone)]
@@ -251,6 +345,75 @@ impl ByteDfa {
     #[inline]
     pub fn at_char_boundary(&self, state: u32) -> bool {
         self.pending_utf8[state as usize] == 0
+    }
+
+    /// One character of text from `state`, for walks that take a whole
+    /// trie subtree at once: the ASCII bytes that all lead to one live,
+    /// non-accepting state `to` (the state itself when it loops, as a string
+    /// body does; the next one in a counted run, as `.{0,100}`), and
+    /// whether every well-formed multi-byte UTF-8 character leads there too
+    /// through live, non-accepting states. `None` when the state is dead or
+    /// accepting (a walk must see every place the output may end) or no
+    /// ASCII byte leads to a live, non-accepting state.
+    pub fn text_step(&self, state: u32) -> Option<TextStep> {
+        if state == DEAD || self.is_accepting(state) {
+            return None;
+        }
+        let alive = |t: u32| t != DEAD && !self.is_accepting(t);
+        let targets: Vec<u32> = (0..0x80u8).map(|b| self.next(state, b)).collect();
+        // The state itself when it loops, else the commonest target.
+        let to = if targets.contains(&state) {
+            state
+        } else {
+            let mut counts: Vec<(u32, usize)> = Vec::new();
+            for &t in targets.iter().filter(|&&t| alive(t)) {
+                match counts.iter_mut().find(|(s, _)| *s == t) {
+                    Some(c) => c.1 += 1,
+                    None => counts.push((t, 1)),
+                }
+            }
+            counts
+                .iter()
+                .max_by_key(|&&(s, n)| (n, std::cmp::Reverse(s)))?
+                .0
+        };
+        let mut ascii = [0u64; 2];
+        for b in (0..0x80u8).filter(|&b| targets[b as usize] == to) {
+            ascii[b as usize / 64] |= 1 << (b % 64);
+        }
+        const CONT: (u8, u8) = (0x80, 0xBF);
+        // Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table).
+        const SHAPES: [&[(u8, u8)]; 8] = [
+            &[(0xC2, 0xDF), CONT],
+            &[(0xE0, 0xE0), (0xA0, 0xBF), CONT],
+            &[(0xE1, 0xEC), CONT, CONT],
+            &[(0xED, 0xED), (0x80, 0x9F), CONT],
+            &[(0xEE, 0xEF), CONT, CONT],
+            &[(0xF0, 0xF0), (0x90, 0xBF), CONT, CONT],
+            &[(0xF1, 0xF3), CONT, CONT, CONT],
+            &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
+        ];
+        let utf8 = SHAPES.iter().all(|shape| {
+            let mut states = vec![state];
+            for (k, &(lo, hi)) in shape.iter().enumerate() {
+                let last = k + 1 == shape.len();
+                let mut next = Vec::new();
+                for &q in &states {
+                    for b in lo..=hi {
+                        let t = self.next(q, b);
+                        if (last && t != to) || !alive(t) {
+                            return false;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                states = next;
+            }
+            true
+        });
+        Some(TextStep { ascii, utf8, to })
     }
 
     /// Bytes that lead from `state` to a live state (for error messages).
@@ -688,6 +851,75 @@ mod tests {
     fn full_match(dfa: &ByteDfa, s: &str) -> bool {
         dfa.walk(dfa.start(), s.as_bytes())
             .is_ok_and(|st| dfa.is_accepting(st))
+    }
+
+    #[test]
+    fn text_steps_and_runs() {
+        let dfa = ByteDfa::build(r#""([^"\\\x00-\x1f]|\\["\\/bfnrt])*""#, &limits()).unwrap();
+        let body = dfa.next(dfa.start(), b'"');
+        let step = dfa.text_step(body).expect("the string body loops");
+        assert_eq!(step.to, body);
+        assert!(step.utf8);
+        let ones = |a: [u64; 2]| a[0].count_ones() + a[1].count_ones();
+        assert_eq!(
+            ones(step.ascii),
+            128 - 32 - 2,
+            "printable ASCII but quote and backslash"
+        );
+        assert_eq!(step.ascii[0] & (1 << b'"' | 1 << b'\n'), 0);
+        assert_eq!(step.ascii[1] & (1 << (b'\\' - 64)), 0);
+        // Accepting after the closing quote; only the quote at the start.
+        assert_eq!(dfa.text_step(dfa.next(body, b'"')), None);
+        let open = dfa.text_step(dfa.start()).unwrap();
+        assert_eq!(
+            (open.ascii, open.utf8, open.to),
+            ([1 << b'"', 0], false, body)
+        );
+        let runs = TextRuns::new(&dfa, 100);
+        assert_eq!(runs.run(&dfa, body), 100, "a loop runs as far as asked");
+
+        // ASCII only: a non-ASCII character dies.
+        let dfa = ByteDfa::build("x[a-z]*y", &limits()).unwrap();
+        let step = dfa.text_step(dfa.next(dfa.start(), b'x')).unwrap();
+        assert!(!step.utf8);
+        assert_eq!(ones(step.ascii), 25, "a-z but y, which may end the output");
+
+        // A loop that leaves on some characters (here `é`) takes no UTF-8.
+        let dfa = ByteDfa::build("x[^é]*y", &limits()).unwrap();
+        let step = dfa.text_step(dfa.next(dfa.start(), b'x')).unwrap();
+        assert!(!step.utf8);
+        let below = |ascii: &[u8], non_ascii: bool, utf8: bool| crate::trie::Below {
+            ascii: ascii.iter().fold([0; 2], |mut s, &b| {
+                s[b as usize / 64] |= 1 << (b % 64);
+                s
+            }),
+            non_ascii,
+            utf8,
+            height: 3,
+        };
+        assert!(step.covers(&below(b"abc", false, true)));
+        assert!(!step.covers(&below(b"aby", false, true)));
+        assert!(!step.covers(&below(b"a", true, true)));
+
+        // A counted run: each character moves one state on, and the run
+        // counts how many are left before the closing quote is owed.
+        let dfa = ByteDfa::build(r#""[^"\\]{0,5}""#, &limits()).unwrap();
+        let runs = TextRuns::new(&dfa, 100);
+        let mut state = dfa.next(dfa.start(), b'"');
+        for left in (1..=5).rev() {
+            assert_eq!(runs.run(&dfa, state), left);
+            let step = runs.step(&dfa, state).unwrap();
+            assert!(step.utf8 && step.to != state);
+            state = step.to;
+        }
+        assert_eq!(runs.run(&dfa, state), 0, "only the quote is left");
+        let deep = crate::trie::Below {
+            height: 6,
+            ..below(b"ab", true, true)
+        };
+        let start = dfa.next(dfa.start(), b'"');
+        assert!(!runs.takes_subtree(&dfa, start, &deep));
+        assert!(runs.takes_subtree(&dfa, start, &crate::trie::Below { height: 5, ..deep }));
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub mod regular;
 pub mod testing;
 pub mod trie;
 
-pub use dfa::{ByteDfa, DfaLimits};
+pub use dfa::{ByteDfa, DfaLimits, TextRuns, TextStep};
 pub use gbnf::GbnfLimits;
 pub use grammar::{Alternative, ByteRange, CharClass, Grammar, Rule, RuleId, RuleOrigin, Symbol};
 pub use regular::RegularLimits;

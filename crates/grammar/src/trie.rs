@@ -25,7 +25,34 @@ pub struct TokenTrie {
     pub token_start: Vec<u32>,
     pub tokens: Vec<u32>,
     pub max_depth: usize,
+    /// Per node: what lies on the edges strictly below it (see
+    /// [`Below`]), so a walk can take a whole subtree at once when its
+    /// automaton state loops on all of it.
+    pub below: Vec<Below>,
+    /// The children of node `i`, in byte order: their bytes are
+    /// `kid_bytes[kid_start[i]..kid_start[i + 1]]` and their nodes the same
+    /// range of `kid_nodes`. A walk that kills most bytes reads the bytes
+    /// of a node's children from one place instead of visiting each child
+    /// (whose nodes lie far apart, a subtree between each two).
+    pub kid_start: Vec<u32>,
+    pub kid_bytes: Vec<u8>,
+    pub kid_nodes: Vec<u32>,
     fingerprint: u64,
+}
+
+/// The bytes on the edges below one trie node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Below {
+    /// Bit `b` of `ascii[b / 64]` set when ASCII byte `b` is on an edge
+    /// below the node (two words, not a `u128`: 24 bytes a node, not 32).
+    pub ascii: [u64; 2],
+    /// Whether a non-ASCII byte is on an edge below the node.
+    pub non_ascii: bool,
+    /// Whether every path below the node, read from a UTF-8 character
+    /// boundary at the node, is a prefix of well-formed UTF-8.
+    pub utf8: bool,
+    /// Bytes on the longest path below the node (at most `u16::MAX`).
+    pub height: u16,
 }
 
 impl TokenTrie {
@@ -74,13 +101,57 @@ impl TokenTrie {
             nodes[done].next = nodes.len() as u32;
         }
         token_start.push(tokens.len() as u32);
+        let parent = parents(&nodes);
+        let below = below(&nodes, &parent);
+        let mut kid_start = vec![0u32; nodes.len() + 1];
+        for &p in &parent[1..] {
+            kid_start[p + 1] += 1;
+        }
+        for i in 0..nodes.len() {
+            kid_start[i + 1] += kid_start[i];
+        }
+        // Preorder visits each node's children in byte order.
+        let mut kid_bytes = vec![0u8; nodes.len() - 1];
+        let mut kid_nodes = vec![0u32; nodes.len() - 1];
+        let mut filled = kid_start.clone();
+        for (i, node) in nodes.iter().enumerate().skip(1) {
+            let at = &mut filled[parent[i]];
+            kid_bytes[*at as usize] = node.byte;
+            kid_nodes[*at as usize] = i as u32;
+            *at += 1;
+        }
         TokenTrie {
             nodes,
             token_start,
             tokens,
             max_depth,
+            below,
+            kid_start,
+            kid_bytes,
+            kid_nodes,
             fingerprint,
         }
+    }
+
+    /// The children of node `i`: their bytes and their nodes.
+    #[inline]
+    pub fn kids(&self, i: usize) -> (&[u8], &[u32]) {
+        let range = self.kid_start[i] as usize..self.kid_start[i + 1] as usize;
+        (&self.kid_bytes[range.clone()], &self.kid_nodes[range])
+    }
+
+    /// The tokens at node `i` alone.
+    #[inline]
+    pub fn node_tokens(&self, i: usize) -> &[u32] {
+        &self.tokens[self.token_start[i] as usize..self.token_start[i + 1] as usize]
+    }
+
+    /// The tokens of node `i` and of every node below it (preorder keeps
+    /// them contiguous).
+    #[inline]
+    pub fn subtree_tokens(&self, i: usize) -> &[u32] {
+        let end = self.nodes[i].next as usize;
+        &self.tokens[self.token_start[i] as usize..self.token_start[end] as usize]
     }
 
     /// The shared trie of `vocab`: built on first use, reused by every
@@ -130,9 +201,110 @@ impl TokenTrie {
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<Node>()
+            + self.below.len() * std::mem::size_of::<Below>()
             + self.token_start.len() * 4
+            + self.kid_start.len() * 4
+            + self.kid_bytes.len() * 5
             + self.tokens.len() * 4
     }
+}
+
+/// Where a UTF-8 decoder stands: at a character boundary, or owing
+/// continuation bytes, some of them in a narrowed range (after `E0`, `ED`,
+/// `F0`, `F4`).
+#[derive(Clone, Copy)]
+enum Utf8At {
+    Boundary = 0,
+    Owe1,
+    Owe2,
+    Owe3,
+    AfterE0,
+    AfterED,
+    AfterF0,
+    AfterF4,
+}
+
+const UTF8_STATES: [Utf8At; 8] = [
+    Utf8At::Boundary,
+    Utf8At::Owe1,
+    Utf8At::Owe2,
+    Utf8At::Owe3,
+    Utf8At::AfterE0,
+    Utf8At::AfterED,
+    Utf8At::AfterF0,
+    Utf8At::AfterF4,
+];
+
+impl Utf8At {
+    /// The decoder after `b`, or `None` when `b` breaks well-formed UTF-8.
+    fn step(self, b: u8) -> Option<Utf8At> {
+        use Utf8At::*;
+        let cont = |lo: u8, hi: u8, then: Utf8At| (lo..=hi).contains(&b).then_some(then);
+        match self {
+            Boundary => match b {
+                0x00..=0x7F => Some(Boundary),
+                0xC2..=0xDF => Some(Owe1),
+                0xE0 => Some(AfterE0),
+                0xED => Some(AfterED),
+                0xE1..=0xEF => Some(Owe2),
+                0xF0 => Some(AfterF0),
+                0xF4 => Some(AfterF4),
+                0xF1..=0xF3 => Some(Owe3),
+                _ => None,
+            },
+            Owe1 => cont(0x80, 0xBF, Boundary),
+            Owe2 => cont(0x80, 0xBF, Owe1),
+            Owe3 => cont(0x80, 0xBF, Owe2),
+            AfterE0 => cont(0xA0, 0xBF, Owe1),
+            AfterED => cont(0x80, 0x9F, Owe1),
+            AfterF0 => cont(0x90, 0xBF, Owe2),
+            AfterF4 => cont(0x80, 0x8F, Owe2),
+        }
+    }
+}
+
+/// The parent of every node (the root's is itself).
+fn parents(nodes: &[Node]) -> Vec<usize> {
+    let mut parent = vec![0usize; nodes.len()];
+    let mut path: Vec<usize> = vec![0];
+    for (i, node) in nodes.iter().enumerate().skip(1) {
+        path.truncate(node.depth as usize);
+        parent[i] = *path.last().expect("the root is on every path");
+        path.push(i);
+    }
+    parent
+}
+
+/// [`Below`] of every node, children before parents (reverse preorder).
+fn below(nodes: &[Node], parent: &[usize]) -> Vec<Below> {
+    let mut below = vec![Below::default(); nodes.len()];
+    // Bit `d` of `valid[i]`: every path below `i` is well-formed UTF-8 when
+    // the decoder stands at `UTF8_STATES[d]` at node `i`.
+    let mut valid = vec![u8::MAX; nodes.len()];
+    for i in (1..nodes.len()).rev() {
+        let (b, p) = (nodes[i].byte, parent[i]);
+        let mine = below[i];
+        let up = &mut below[p];
+        up.ascii[0] |= mine.ascii[0];
+        up.ascii[1] |= mine.ascii[1];
+        up.non_ascii |= mine.non_ascii;
+        up.height = up.height.max(mine.height.saturating_add(1));
+        if b < 0x80 {
+            up.ascii[b as usize / 64] |= 1 << (b % 64);
+        } else {
+            up.non_ascii = true;
+        }
+        for (d, at) in UTF8_STATES.iter().enumerate() {
+            let ok = at.step(b).is_some_and(|to| valid[i] & (1 << to as u8) != 0);
+            if !ok {
+                valid[p] &= !(1 << d);
+            }
+        }
+    }
+    for (b, v) in below.iter_mut().zip(&valid) {
+        b.utf8 = v & 1 != 0;
+    }
+    below
 }
 
 #[cfg(test)]
@@ -156,5 +328,57 @@ mod tests {
         assert_eq!(at(4), &[2]);
         assert_eq!(t.max_depth(), 3);
         assert!(Arc::ptr_eq(&TokenTrie::shared(&v), &TokenTrie::shared(&v)));
+        assert_eq!(t.subtree_tokens(1), &[1, 4, 0, 3]);
+        assert_eq!(t.kids(0), (&b"ab"[..], &[1, 4][..]));
+        assert_eq!(t.kids(1), (&b"b"[..], &[2][..]));
+        assert_eq!(t.kids(3), (&b""[..], &[][..]));
+    }
+
+    #[test]
+    fn what_lies_below_each_node() {
+        let tokens: [&[u8]; 6] = [
+            b"ab",
+            b"a\xc3\xa9",
+            b"b\xe2\x82",
+            b"c\xe2\x28",
+            b"d\xc3",
+            b"e\x80",
+        ];
+        let v = Vocabulary::from_byte_tokens(tokens);
+        let t = TokenTrie::new(&v);
+        let node = |bytes: &[u8]| {
+            let mut i = 0;
+            for &b in bytes {
+                i = (i + 1..t.nodes[i].next as usize)
+                    .find(|&j| t.nodes[j].depth == t.nodes[i].depth + 1 && t.nodes[j].byte == b)
+                    .expect("a node on the path");
+            }
+            t.below[i]
+        };
+        let a = node(b"a");
+        assert_eq!(a.ascii, [0, 1 << (b'b' - 64)]);
+        assert!(
+            a.non_ascii && a.utf8,
+            "\"ab\" and \"a\u{e9}\" are well-formed"
+        );
+        // A character cut short at the end of a token is still a prefix.
+        assert!(node(b"b").utf8 && node(b"d").utf8);
+        // `E2 28` and a lone continuation byte are not.
+        assert!(!node(b"c").utf8 && !node(b"e").utf8);
+        assert!(!node(b"").utf8 && node(b"").non_ascii);
+        // A leaf has nothing below it.
+        assert_eq!(
+            node(b"ab"),
+            Below {
+                ascii: [0; 2],
+                non_ascii: false,
+                utf8: true,
+                height: 0
+            }
+        );
+        assert_eq!((node(b"a").height, node(b"").height), (2, 3));
+        // Below `b E2` is the continuation byte `82`: fine in the middle of
+        // a character, but `utf8` reads from a boundary at the node.
+        assert!(!node(b"b\xe2").utf8);
     }
 }
