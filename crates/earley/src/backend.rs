@@ -140,43 +140,46 @@ impl EarleyBackend {
                     self.config.max_whitespace,
                     &schema_limits(),
                 )?;
-                let attempt = |pieces: &PieceGrammar| {
+                let attempt = |pieces: &PieceGrammar, split: bool| {
                     Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
-                        .pieces(pieces)
-                };
-                // A grammar with intersections cannot be taken apart (no
-                // grammar rule says "both"): the limit that stopped the
-                // lexemes is the error.
-                let taken_apart = |limit: GrammarError| {
-                    if !lowered.intersections.is_empty() {
-                        return Err(limit);
-                    }
-                    Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
-                        .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
+                        .pieces(pieces, split)
                 };
                 // The regular parts whole, as lexemes; where one is too big
                 // for a lexeme, its long counted repetitions (`maxLength`)
-                // in blocks; failing that, the grammar taken apart (slower
-                // to build, and a string of thousands of characters becomes
-                // as many nested rules, whose masks cost millions of item
-                // operations).
+                // in blocks; failing that, the too big regexes taken apart
+                // only as far as needed (`PieceGrammar::fit`: a big
+                // object's members become rules, each string in it stays
+                // one lexeme); failing that, the whole grammar taken apart
+                // (no intersections: no grammar rule says "both"), whose
+                // masks cost the most.
+                let taken_apart =
+                    |pieces: &PieceGrammar, limit: GrammarError| match attempt(pieces, true) {
+                        Err(GrammarError::LimitExceeded { .. })
+                            if lowered.intersections.is_empty() =>
+                        {
+                            Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
+                                .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
+                        }
+                        Err(GrammarError::LimitExceeded { .. }) => Err(limit),
+                        other => other,
+                    };
                 let whole = lowered.to_pieces()?;
-                match attempt(&whole) {
+                match attempt(&whole, false) {
                     Err(limit @ GrammarError::LimitExceeded { .. }) => {
                         let blocks = lowered.to_pieces_with(&PieceLimits {
                             block_weight: Some(REPEAT_BLOCK_WEIGHT),
                             ..PieceLimits::default()
                         });
                         match blocks {
-                            // Nothing long to take apart, or too many rules
-                            // once taken apart: as before.
-                            Ok(blocks) if blocks != whole => match attempt(&blocks) {
+                            Ok(blocks) if blocks != whole => match attempt(&blocks, false) {
                                 Err(limit @ GrammarError::LimitExceeded { .. }) => {
-                                    taken_apart(limit)?
+                                    taken_apart(&blocks, limit)?
                                 }
                                 other => other?,
                             },
-                            _ => taken_apart(limit)?,
+                            // Nothing long to cut in blocks, or too many
+                            // rules once cut.
+                            _ => taken_apart(&whole, limit)?,
                         }
                     }
                     other => other?,

@@ -12,13 +12,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokensieve_core::{CancelToken, GrammarError};
-use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar};
+use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, weight};
 use tokensieve_grammar::regular::terminal_regex;
 use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
 use crate::lexeme::{Lexeme, intersection_lexeme, lexeme};
 use crate::parser::{Cfg, Sym};
+
+/// Regex [`weight`] (about NFA positions) a lexeme DFA state usually takes
+/// at most: a regex heavier than this much a state of its limit is taken
+/// apart without trying it whole (see [`Lowering::regex_or_parts`]).
+const WEIGHT_A_STATE: usize = 4;
 
 /// Builds the flat grammar; shared by every spec kind.
 pub(crate) struct Lowering<'a> {
@@ -144,40 +149,145 @@ impl<'a> Lowering<'a> {
 
     /// A grammar of regexes and rule references (the context-free JSON
     /// Schema lowering): each regex piece is a lexeme as it stands, runs of
-    /// them merged; piece rule `i` is parser rule `i`. A piece cannot be
-    /// taken apart here, so its limit is the whole-constraint one,
-    /// [`EarleyConfig::max_dfa_states`]; past it, an error (the caller may
-    /// take the grammar apart further instead).
-    pub(crate) fn pieces(mut self, g: &PieceGrammar) -> Result<Cfg, GrammarError> {
-        let nullable = g.nullable();
-        self.alts = vec![Vec::new(); g.rules.len()];
-        self.nullable = nullable.clone();
-        for (i, alternatives) in g.rules.iter().enumerate() {
+    /// them merged; piece rule `i` is parser rule `i`. A piece too big for
+    /// one lexeme under the whole-constraint limit,
+    /// [`EarleyConfig::max_dfa_states`], is an error (the caller may try
+    /// another form of the grammar), or with `split`, is taken apart
+    /// ([`PieceGrammar::fit`]) only as far as needed: a big object's
+    /// members become rules while each string or number in it stays one
+    /// lexeme.
+    pub(crate) fn pieces(mut self, g: &PieceGrammar, split: bool) -> Result<Cfg, GrammarError> {
+        let mut g = g.clone();
+        // Rules from here on are helpers of pieces taken apart: their
+        // pieces get the lexeme limit, as the parts of those pieces do.
+        let helpers = g.rules.len();
+        let mut i = 0;
+        while i < g.rules.len() {
+            let max = if i < helpers {
+                self.config.max_dfa_states
+            } else {
+                self.config
+                    .max_lexeme_states
+                    .min(self.config.max_dfa_states)
+            };
             self.cancel.check()?;
+            if self.alts.len() < g.rules.len() {
+                self.alts.resize(g.rules.len(), Vec::new());
+            }
+            let alternatives = g.rules[i].clone();
             let mut starts = Vec::with_capacity(alternatives.len());
-            for alt in alternatives {
+            for alt in &alternatives {
                 starts.push(self.syms.len() as u32);
                 let mut run: Vec<String> = Vec::new();
                 for piece in alt {
                     match piece {
                         PieceKind::Regex { regex, .. } => run.push(regex.clone()),
                         PieceKind::Rule(t) => {
-                            self.flush_limit(&mut run, self.config.max_dfa_states)?;
+                            self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
                             self.syms.push(Sym::Rule(*t as u32));
                         }
                         PieceKind::Intersection { regexes, .. } => {
-                            self.flush_limit(&mut run, self.config.max_dfa_states)?;
+                            self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
                             let l = self.intersection_id(regexes, self.config.max_dfa_states)?;
                             self.syms.push(Sym::Lex(l));
                         }
                     }
                 }
-                self.flush_limit(&mut run, self.config.max_dfa_states)?;
+                self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
                 self.syms.push(Sym::End(i as u32));
             }
+            if self.alts.len() < g.rules.len() {
+                self.alts.resize(g.rules.len(), Vec::new());
+            }
             self.alts[i] = starts;
+            i += 1;
         }
-        Ok(self.finish(vec![Sym::Rule(0)], nullable[0]))
+        self.nullable = g.nullable();
+        let root_nullable = self.nullable[0];
+        Ok(self.finish(vec![Sym::Rule(0)], root_nullable))
+    }
+
+    /// [`Lowering::flush_limit`] for a piece grammar: a run of regexes
+    /// joined into one lexeme when `join` and they fit, else each one
+    /// alone, taken apart (adding helper rules to `g`) where too big and
+    /// `split` says so.
+    fn flush_pieces(
+        &mut self,
+        run: &mut Vec<String>,
+        max: usize,
+        join: bool,
+        split: bool,
+        g: &mut PieceGrammar,
+    ) -> Result<(), GrammarError> {
+        let regexes = std::mem::take(run);
+        // Not in helper rules: their regexes are the parts of one too big.
+        if join && regexes.len() > 1 {
+            let joined: String = regexes.iter().map(|r| format!("(?:{r})")).collect();
+            // Together as one lexeme when they fit.
+            if joined.len() <= self.config.max_lexeme_regex_len {
+                match self.lexeme_id(&joined, max) {
+                    Ok(l) => {
+                        self.syms.push(Sym::Lex(l));
+                        return Ok(());
+                    }
+                    Err(GrammarError::Cancelled) => return Err(GrammarError::Cancelled),
+                    Err(_) => {}
+                }
+            }
+        }
+        for regex in regexes {
+            if split {
+                self.regex_or_parts(&regex, max, g)?;
+            } else {
+                let l = self.lexeme_id(&regex, max)?;
+                self.syms.push(Sym::Lex(l));
+            }
+        }
+        Ok(())
+    }
+
+    /// `regex` as one lexeme of at most `max` states, or taken apart where
+    /// it is too big ([`PieceGrammar::fit`]); its parts get the lexeme
+    /// limit, [`EarleyConfig::max_lexeme_states`], as a grammar's regular
+    /// rules do (many small lexemes build faster than a few big ones).
+    fn regex_or_parts(
+        &mut self,
+        regex: &str,
+        max: usize,
+        g: &mut PieceGrammar,
+    ) -> Result<(), GrammarError> {
+        let part_max = self.config.max_lexeme_states.min(max);
+        let pieces = g.fit(regex, &mut |hir, depth| {
+            let max = if depth == 0 { max } else { part_max };
+            // A regex much bigger than `max` states is not tried: its
+            // failure would cost a determinization up to the limit (and
+            // printing a long text).
+            if weight(hir) > (max * WEIGHT_A_STATE) as u64 {
+                return Ok(None);
+            }
+            let text = hir.to_string();
+            if text.len() > self.config.max_lexeme_regex_len {
+                return Ok(None);
+            }
+            match self.lexeme_id(&text, max) {
+                Ok(_) => Ok(Some(text)),
+                Err(GrammarError::LimitExceeded { .. }) => Ok(None),
+                Err(other) => Err(other),
+            }
+        })?;
+        for piece in pieces {
+            match piece {
+                PieceKind::Regex { regex, .. } => {
+                    let l = self.lexeme_ids[&regex];
+                    self.syms.push(Sym::Lex(l));
+                }
+                PieceKind::Rule(t) => self.syms.push(Sym::Rule(t as u32)),
+                PieceKind::Intersection { .. } => {
+                    unreachable!("a regex is taken apart into regexes and rules")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether rule `t` becomes one lexeme: regular, and its DFA small.

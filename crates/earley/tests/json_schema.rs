@@ -305,6 +305,17 @@ fn what_cannot_be_served_is_an_error_naming_where() {
 /// Random sentences of the schema's grammar and near misses of them: the
 /// matcher agrees with the recognizer, and whatever it accepts is valid.
 fn differential(name: &str, schema_text: &str, cases: usize, seed: u64) -> Result<usize, String> {
+    differential_on(&backend(), name, schema_text, cases, seed)
+}
+
+/// [`differential`] on the backend `b`.
+fn differential_on(
+    b: &EarleyBackend,
+    name: &str,
+    schema_text: &str,
+    cases: usize,
+    seed: u64,
+) -> Result<usize, String> {
     let schema: Value = serde_json::from_str(schema_text).map_err(|e| format!("{name}: {e}"))?;
     let Ok(validator) = jsonschema::validator_for(&schema) else {
         return Ok(0);
@@ -323,7 +334,6 @@ fn differential(name: &str, schema_text: &str, cases: usize, seed: u64) -> Resul
     let Ok(grammar) = lowered.to_grammar(&GbnfLimits::default()) else {
         return Ok(0);
     };
-    let b = backend();
     let mut constraint = Constraint::json_schema(schema_text);
     constraint.options = options;
     let compiled = match b.compile(&constraint) {
@@ -402,6 +412,88 @@ fn minus_zero_as_zero(text: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
+}
+
+/// Regexes too big for one lexeme are taken apart only as far as needed
+/// (`PieceGrammar::fit`): under tiny automaton limits every hand-written
+/// schema is served that way, and the language is the same.
+#[test]
+fn pieces_taken_apart_keep_the_language() {
+    let tiny = EarleyBackend::new(
+        Arc::new(tokensieve_core::vocab::fixtures::json_tiny()),
+        EarleyConfig {
+            max_dfa_states: 40,
+            max_lexeme_states: 12,
+            ..EarleyConfig::default()
+        },
+    );
+    let schemas = [
+        ("tree", TREE),
+        ("open_object", OPEN_OBJECT),
+        ("enum_any_of", ENUM_ANY_OF),
+        (
+            "members",
+            r#"{"type": "object", "properties": {"name": {"type": "string", "maxLength": 9},
+                "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 5},
+                "n": {"type": "integer", "minimum": -40, "maximum": 1234}, "ok": {"type": "boolean"}},
+                "required": ["n"], "additionalProperties": false}"#,
+        ),
+    ];
+    let mut failures = Vec::new();
+    let mut helper_rules = 0;
+    for (i, (name, schema)) in schemas.iter().enumerate() {
+        let constraint = Constraint::json_schema(*schema);
+        let cancel = tokensieve_core::CancelToken::new();
+        let (lexemes, rules) = backend()
+            .compile_earley(&constraint, &cancel)
+            .unwrap()
+            .sizes();
+        let apart = tiny.compile_earley(&constraint, &cancel).unwrap().sizes();
+        assert!(
+            apart.0 > lexemes && apart.1 >= rules,
+            "{name}: taken apart into more lexemes ({apart:?} vs {:?})",
+            (lexemes, rules)
+        );
+        helper_rules += apart.1 - rules;
+        match differential_on(&tiny, name, schema, 200, 40 + i as u64) {
+            Ok(n) => assert!(n > 0, "{name}: nothing accepted, so nothing was checked"),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        helper_rules > 0,
+        "some alternation or repetition became a rule"
+    );
+
+    // Counted and open repetitions cut in parts keep their bounds.
+    let bounded = [
+        (
+            r#"{"type": "string", "minLength": 3, "maxLength": 30}"#,
+            (0..34)
+                .map(|n| format!("\"{}\"", "é".repeat(n)))
+                .collect::<Vec<_>>(),
+            3..=30,
+        ),
+        (
+            r#"{"type": "array", "items": {"type": "object", "properties": {"a": {"type": "integer"}},
+                "required": ["a"], "additionalProperties": false}, "minItems": 3}"#,
+            (0..8)
+                .map(|n| format!("[{}]", vec![r#"{"a": 12}"#; n].join(", ")))
+                .collect(),
+            3..=usize::MAX,
+        ),
+    ];
+    for (schema, texts, valid) in bounded {
+        let constraint = Constraint::json_schema(schema);
+        for (n, text) in texts.iter().enumerate() {
+            assert_eq!(
+                accepts(&tiny, &constraint, text.as_bytes()),
+                valid.contains(&n),
+                "{schema} taken apart, on {text}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -157,7 +157,160 @@ fn parse(text: &str, limits: &PieceLimits, i: usize) -> Result<Hir, GrammarError
         })
 }
 
+/// The question [`PieceGrammar::fit`] asks of a sub-expression (and its
+/// depth): its text when it fits a backend's automaton, `None` when not.
+pub type Fits<'a> = dyn FnMut(&Hir, usize) -> Result<Option<String>, GrammarError> + 'a;
+
 impl PieceGrammar {
+    /// A reference-free `regex` as pieces that each fit a backend's
+    /// automaton limits, for a backend that cannot take it whole: `fits`
+    /// gets a sub-expression and its depth (0 for `regex` itself) and
+    /// answers with its text when it fits, `None` when it is too big. What
+    /// does not fit is taken apart, with helper rules added to this
+    /// grammar, and its parts asked in turn: a sequence in two halves
+    /// (`ab` → `a`, `b`), an alternation as a rule of two halves, `x*` and
+    /// `x+` as a left-recursive rule (`h ::= ε | h x`), `x{m,n}` as `x{m}`
+    /// then `x{0,n-m}`, each cut again where still too big (`x{m}` in
+    /// halves, `x{0,n}` as a rule `x{0,n/2-1} | x{n/2} x{0,n-n/2}`, one
+    /// reading for each count), `x?` as a rule `ε | x`. The
+    /// language is unchanged; every `Regex` piece returned, and in the
+    /// helper rules, is one `fits` accepted. The regex is parsed once and
+    /// taken apart as a syntax tree, so `fits` can skip printing parts it
+    /// can tell are too big ([`weight`]). An error when a literal or a
+    /// class does not fit.
+    pub fn fit(&mut self, regex: &str, fits: &mut Fits<'_>) -> Result<Vec<Piece>, GrammarError> {
+        let hir = parse(regex, &PieceLimits::default(), 0)?;
+        let mut out = Vec::new();
+        self.fit_hir(hir, 0, fits, &mut out)?;
+        Ok(out)
+    }
+
+    fn fit_hir(
+        &mut self,
+        hir: Hir,
+        depth: usize,
+        fits: &mut Fits<'_>,
+        out: &mut Vec<Piece>,
+    ) -> Result<(), GrammarError> {
+        if let Some(regex) = fits(&hir, depth)? {
+            out.push(Piece::Regex {
+                nullable: hir.properties().minimum_len() == Some(0),
+                regex,
+            });
+            return Ok(());
+        }
+        let too_big = || GrammarError::LimitExceeded {
+            what: format!("a regex that cannot be taken apart ({hir})"),
+            limit: 1,
+            knob: "max_dfa_states".into(),
+        };
+        let depth = depth + 1;
+        let counted = |sub: &Hir, min: u32, max: Option<u32>| {
+            Hir::repetition(Repetition {
+                min,
+                max,
+                greedy: true,
+                sub: Box::new(sub.clone()),
+            })
+        };
+        let kind = hir.kind().clone();
+        match kind {
+            HirKind::Concat(mut parts) => {
+                let right = parts.split_off(parts.len() / 2);
+                self.fit_hir(Hir::concat(parts), depth, fits, out)?;
+                self.fit_hir(Hir::concat(right), depth, fits, out)?;
+            }
+            HirKind::Alternation(alts) => {
+                // A branch that matches nothing is no alternative.
+                let mut alts: Vec<Hir> = alts
+                    .into_iter()
+                    .filter(|a| a.properties().minimum_len().is_some())
+                    .collect();
+                if alts.len() < 2 {
+                    let one = alts.pop().ok_or_else(too_big)?;
+                    return self.fit_hir(one, depth, fits, out);
+                }
+                let right = alts.split_off(alts.len() / 2);
+                let h = self.rules.len();
+                self.rules.push(Vec::new());
+                let mut first = Vec::new();
+                self.fit_hir(Hir::alternation(alts), depth, fits, &mut first)?;
+                let mut second = Vec::new();
+                self.fit_hir(Hir::alternation(right), depth, fits, &mut second)?;
+                self.rules[h] = vec![first, second];
+                out.push(Piece::Rule(h));
+            }
+            HirKind::Capture(c) => self.fit_hir(*c.sub, depth, fits, out)?,
+            HirKind::Repetition(r) => {
+                let sub = *r.sub;
+                if sub.properties().minimum_len().is_none() {
+                    return Err(too_big());
+                }
+                match (r.min, r.max) {
+                    (0 | 1, None) => {
+                        let h = self.rules.len();
+                        self.rules.push(Vec::new());
+                        let mut x = Vec::new();
+                        self.fit_hir(sub, depth, fits, &mut x)?;
+                        let first = if r.min == 0 { Vec::new() } else { x.clone() };
+                        let mut again = vec![Piece::Rule(h)];
+                        again.extend(x);
+                        self.rules[h] = vec![first, again];
+                        out.push(Piece::Rule(h));
+                    }
+                    (min, None) => {
+                        self.fit_hir(counted(&sub, min - 1, Some(min - 1)), depth, fits, out)?;
+                        self.fit_hir(counted(&sub, 1, None), depth, fits, out)?;
+                    }
+                    (0, Some(0)) => {}
+                    (0, Some(1)) => {
+                        let h = self.rules.len();
+                        self.rules.push(Vec::new());
+                        let mut x = Vec::new();
+                        self.fit_hir(sub, depth, fits, &mut x)?;
+                        self.rules[h] = vec![Vec::new(), x];
+                        out.push(Piece::Rule(h));
+                    }
+                    (1, Some(1)) => self.fit_hir(sub, depth, fits, out)?,
+                    (0, Some(max)) => {
+                        // Shorter than half, or half then up to the rest:
+                        // one way to read each count (an ambiguous cut,
+                        // `x{0,n/2} x{0,n/2}`, would make an Earley parser
+                        // follow every split point).
+                        let half = max / 2;
+                        let h = self.rules.len();
+                        self.rules.push(Vec::new());
+                        let mut short = Vec::new();
+                        if half > 1 {
+                            let below = counted(&sub, 0, Some(half - 1));
+                            self.fit_hir(below, depth, fits, &mut short)?;
+                        }
+                        let mut long = Vec::new();
+                        self.fit_hir(counted(&sub, half, Some(half)), depth, fits, &mut long)?;
+                        self.fit_hir(counted(&sub, 0, Some(max - half)), depth, fits, &mut long)?;
+                        self.rules[h] = vec![short, long];
+                        out.push(Piece::Rule(h));
+                    }
+                    (min, Some(max)) => {
+                        // `x{m}` in two halves, or `x{m}` then `x{0,n-m}`.
+                        let (lo, hi) = if min == max {
+                            (min / 2, min - min / 2)
+                        } else {
+                            (min, max - min)
+                        };
+                        let second = if min == max { hi } else { 0 };
+                        self.fit_hir(counted(&sub, lo, Some(lo)), depth, fits, out)?;
+                        self.fit_hir(counted(&sub, second, Some(hi)), depth, fits, out)?;
+                    }
+                }
+            }
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {
+                return Err(too_big());
+            }
+        }
+        Ok(())
+    }
+
     /// Which rules derive the empty string.
     pub fn nullable(&self) -> Vec<bool> {
         let mut nullable = vec![false; self.rules.len()];
