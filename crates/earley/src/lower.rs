@@ -219,29 +219,15 @@ impl<'a> Lowering<'a> {
         split: bool,
         g: &mut PieceGrammar,
     ) -> Result<(), GrammarError> {
-        let regexes = std::mem::take(run);
-        // Not in helper rules: their regexes are the parts of one too big.
-        if join && regexes.len() > 1 {
-            let joined: String = regexes.iter().map(|r| format!("(?:{r})")).collect();
-            // Together as one lexeme when they fit.
-            if joined.len() <= self.config.max_lexeme_regex_len {
-                match self.lexeme_id(&joined, max) {
-                    Ok(l) => {
-                        self.syms.push(Sym::Lex(l));
-                        return Ok(());
-                    }
-                    Err(GrammarError::Cancelled) => return Err(GrammarError::Cancelled),
-                    Err(_) => {}
-                }
-            }
+        if !split {
+            return self.flush_limit(run, max);
         }
-        for regex in regexes {
-            if split {
-                self.regex_or_parts(&regex, max, g)?;
-            } else {
-                let l = self.lexeme_id(&regex, max)?;
-                self.syms.push(Sym::Lex(l));
-            }
+        // Not in helper rules: their regexes are the parts of one too big.
+        if join && self.joined(run, max)? {
+            return Ok(());
+        }
+        for regex in std::mem::take(run) {
+            self.regex_or_parts(&regex, max, g)?;
         }
         Ok(())
     }
@@ -344,26 +330,36 @@ impl<'a> Lowering<'a> {
         if run.is_empty() {
             return Ok(());
         }
-        if run.len() > 1 {
-            let joined: String = run.iter().map(|r| format!("(?:{r})")).collect();
-            if joined.len() <= self.config.max_lexeme_regex_len {
-                match self.lexeme_id(&joined, max) {
-                    Ok(l) => {
-                        self.syms.push(Sym::Lex(l));
-                        run.clear();
-                        return Ok(());
-                    }
-                    Err(GrammarError::Cancelled) => return Err(GrammarError::Cancelled),
-                    // Too big or too deep as one regex: piece by piece.
-                    Err(_) => {}
-                }
-            }
+        if self.joined(run, max)? {
+            return Ok(());
         }
         for r in run.drain(..) {
             let l = self.lexeme_id(&r, max)?;
             self.syms.push(Sym::Lex(l));
         }
         Ok(())
+    }
+
+    /// A run of two or more regexes as one lexeme, when together they fit
+    /// (then the run is emptied and `true`); too big or too deep as one
+    /// regex, `false`, and the run is left to go piece by piece.
+    fn joined(&mut self, run: &mut Vec<String>, max: usize) -> Result<bool, GrammarError> {
+        if run.len() < 2 {
+            return Ok(false);
+        }
+        let joined: String = run.iter().map(|r| format!("(?:{r})")).collect();
+        if joined.len() > self.config.max_lexeme_regex_len {
+            return Ok(false);
+        }
+        match self.lexeme_id(&joined, max) {
+            Ok(l) => {
+                self.syms.push(Sym::Lex(l));
+                run.clear();
+                Ok(true)
+            }
+            Err(GrammarError::Cancelled) => Err(GrammarError::Cancelled),
+            Err(_) => Ok(false),
+        }
     }
 
     fn lexeme_id(&mut self, regex: &str, max_states: usize) -> Result<u32, GrammarError> {
