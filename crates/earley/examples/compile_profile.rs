@@ -3,6 +3,9 @@
 //! tokenizer and prints the median compile per file, slowest first. Run it
 //! under `perf record` to see which phase costs.
 //!
+//! A `.gbnf` file is compiled as a grammar. `EARLEY_COLD=1` builds every
+//! lexeme afresh for each compile (`shared_lexemes: false`).
+//!
 //! `cargo run --release -p tokensieve-earley --example compile_profile -- TOKENIZER.json REPS FILE_OR_DIR...`
 
 use std::sync::Arc;
@@ -17,7 +20,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tok = HfTokenizer::from_file(&args[1])?;
     let reps: usize = args[2].parse()?;
     let vocab = Arc::new(tok.vocabulary().clone());
-    let backend = EarleyBackend::new(vocab, EarleyConfig::default());
+    let config = EarleyConfig {
+        shared_lexemes: std::env::var_os("EARLEY_COLD").is_none(),
+        ..EarleyConfig::default()
+    };
+    let backend = EarleyBackend::new(vocab, config);
     let mut files = Vec::new();
     for arg in &args[3..] {
         let path = std::path::Path::new(arg);
@@ -33,8 +40,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut times: Vec<(Duration, String)> = Vec::new();
     for path in &files {
-        let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
-        let constraint = Constraint::json_schema(file["schema"].to_string());
+        let text = std::fs::read_to_string(path)?;
+        let constraint = if path.extension().is_some_and(|e| e == "gbnf") {
+            Constraint::ebnf(text, "root")
+        } else {
+            let file: serde_json::Value = serde_json::from_str(&text)?;
+            Constraint::json_schema(file["schema"].to_string())
+        };
         let mut each = Vec::with_capacity(reps);
         for _ in 0..reps {
             let t = Instant::now();

@@ -3,7 +3,8 @@
 //! first.
 //!
 //! `cargo run --release -p tokensieve-earley --example mask_profile -- TOKENIZER.json [GBNF_FILE|SCHEMA.json] [KEY=VALUE...] < texts.txt`
-//! (one text per line; a `.json` file is a JSON Schema, another file a GBNF
+//! (one text per line, or a JSON string per line for texts with newlines;
+//! a `.json` file is a JSON Schema, another file a GBNF
 //! grammar, none the builtin JSON grammar;
 //! `KEY=VALUE` are `EarleyConfig` knobs).
 
@@ -41,6 +42,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut times = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line?;
+        // A line in quotes is a JSON string: text with newlines (a program).
+        let line = if line.starts_with('"') {
+            serde_json::from_str::<String>(&line)?
+        } else {
+            line
+        };
         let ids = tok.encode(&line)?;
         let mut m = grammar.matcher();
         for (i, &id) in ids.iter().enumerate() {

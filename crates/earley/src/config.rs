@@ -18,8 +18,9 @@ pub struct EarleyConfig {
     /// time a mask needs it, so small lexemes keep the mask tail short.
     /// Default 2,000.
     pub max_lexeme_states: usize,
-    /// Most DFA states of all the lexemes of one grammar together: bounds a
-    /// compile's memory whatever the grammar. Default 200,000.
+    /// Most states of all the lexemes of one grammar together (DFA states
+    /// of eager lexemes, NFA states of lazy ones): bounds a compile's memory
+    /// whatever the grammar. Default 200,000.
     pub max_total_lexeme_states: usize,
     /// Longest regex of one lexeme, in bytes; longer regular rules stay
     /// grammar rules. Default 64 KiB.
@@ -54,6 +55,14 @@ pub struct EarleyConfig {
     /// process, not once per schema. `false` builds every lexeme afresh
     /// for each compile (a cold benchmark). Default true.
     pub shared_lexemes: bool,
+    /// Whether the lexemes of grammar rules (GBNF, `json_object`,
+    /// structural tags) get lazily built DFAs: a compile builds their NFAs
+    /// only, and a DFA state is made when a walk first reaches it (at most
+    /// `max_dfa_states` a lexeme; past it the step is an error). A regular
+    /// rule is then one lexeme when its regex weighs (about its NFA states)
+    /// at most 4 × `max_lexeme_states`. `false` builds every DFA whole and
+    /// minimized at compile, as JSON Schema pieces always are. Default true.
+    pub lazy_lexemes: bool,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -75,6 +84,7 @@ impl Default for EarleyConfig {
             mask_cache_bytes: 64 << 20,
             shared_summaries: 64,
             shared_lexemes: true,
+            lazy_lexemes: true,
             max_whitespace: 20,
         }
     }
@@ -99,6 +109,7 @@ impl EarleyConfig {
             mask_cache_bytes: config.option("mask_cache_bytes", d.mask_cache_bytes)?,
             shared_summaries: config.option("shared_summaries", d.shared_summaries)?,
             shared_lexemes: config.option("shared_lexemes", d.shared_lexemes)?,
+            lazy_lexemes: config.option("lazy_lexemes", d.lazy_lexemes)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;
@@ -132,6 +143,17 @@ impl EarleyConfig {
             dfa_size_limit: self.dfa_size_limit.min(max_states.saturating_mul(1 << 10)),
             max_dfa_states: max_states,
             minimize: true,
+        }
+    }
+
+    /// Limits of a lazily built lexeme: `max_dfa_states` states and
+    /// `dfa_size_limit` heap bytes as it is walked.
+    pub(crate) fn lazy_limits(&self) -> DfaLimits {
+        DfaLimits {
+            nfa_size_limit: self.nfa_size_limit,
+            dfa_size_limit: self.dfa_size_limit,
+            max_dfa_states: self.max_dfa_states,
+            minimize: false,
         }
     }
 }

@@ -12,6 +12,11 @@
 //!   the token goes on. Only those tokens depend on the stack; the matcher
 //!   walks their subtrees through the parser.
 //!
+//! A lexeme's DFA is eager ([`ByteDfa`]: minimized, its size known when
+//! compiled) or lazy ([`LazyDfa`]: the grammar rules of a GBNF grammar,
+//! whose states are made as walks reach them, so a compile costs their NFAs
+//! only).
+//!
 //! Both are computed the first time a mask needs the state and kept for
 //! every later grammar with the same lexeme on the same vocabulary (a
 //! process-wide cache keyed by regex and vocabulary fingerprint): the JSON
@@ -20,11 +25,113 @@
 //! benchmark).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use tokensieve_core::GrammarError;
 use tokensieve_grammar::dfa::DEAD;
-use tokensieve_grammar::{ByteDfa, DfaLimits, TextRuns, TokenTrie};
+use tokensieve_grammar::grow::Grow;
+use tokensieve_grammar::lazy::LazyDfa;
+use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TokenTrie};
+
+/// A lexeme's automaton: built whole, or as it is walked.
+// One per lexeme, inside its `Arc`: boxing the big variant would add a
+// pointer chase to every DFA step.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum LexDfa {
+    Eager(ByteDfa),
+    Lazy(LazyDfa),
+}
+
+impl LexDfa {
+    #[inline]
+    pub(crate) fn start(&self) -> u32 {
+        match self {
+            LexDfa::Eager(d) => d.start(),
+            LexDfa::Lazy(d) => d.start(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn next(&self, state: u32, byte: u8) -> u32 {
+        match self {
+            LexDfa::Eager(d) => d.next(state, byte),
+            LexDfa::Lazy(d) => d.next(state, byte),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_accepting(&self, state: u32) -> bool {
+        match self {
+            LexDfa::Eager(d) => d.is_accepting(state),
+            LexDfa::Lazy(d) => d.is_accepting(state),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn forced_byte(&self, state: u32) -> Option<u8> {
+        match self {
+            LexDfa::Eager(d) => d.forced_byte(state),
+            LexDfa::Lazy(d) => d.forced_byte(state),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn at_char_boundary(&self, state: u32) -> bool {
+        match self {
+            LexDfa::Eager(d) => d.at_char_boundary(state),
+            LexDfa::Lazy(d) => d.at_char_boundary(state),
+        }
+    }
+
+    /// States: all of an eager DFA's, those made so far of a lazy one.
+    pub(crate) fn num_states(&self) -> usize {
+        match self {
+            LexDfa::Eager(d) => d.num_states(),
+            LexDfa::Lazy(d) => d.num_states(),
+        }
+    }
+
+    /// What compiling made: an eager DFA's states, a lazy one's NFA
+    /// states (about as many as its DFA would have, and what its compile
+    /// cost).
+    pub(crate) fn compiled_states(&self) -> usize {
+        match self {
+            LexDfa::Eager(d) => d.num_states(),
+            LexDfa::Lazy(d) => d.nfa_states(),
+        }
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        match self {
+            LexDfa::Eager(d) => d.memory_bytes(),
+            LexDfa::Lazy(d) => d.memory_bytes(),
+        }
+    }
+
+    /// The limit a lazy DFA ran into (a transition it made dead), if any.
+    pub(crate) fn exhausted(&self) -> Option<GrammarError> {
+        match self {
+            LexDfa::Lazy(d) if d.exhausted() => Some(d.exhausted_error()),
+            _ => None,
+        }
+    }
+}
+
+impl Automaton for LexDfa {
+    #[inline]
+    fn start(&self) -> u32 {
+        LexDfa::start(self)
+    }
+    #[inline]
+    fn next(&self, state: u32, byte: u8) -> u32 {
+        LexDfa::next(self, state, byte)
+    }
+    #[inline]
+    fn is_accepting(&self, state: u32) -> bool {
+        LexDfa::is_accepting(self, state)
+    }
+}
 
 /// Tokens as a set: sorted ids when few, a bitmask row when many.
 #[derive(Debug)]
@@ -124,11 +231,11 @@ impl Walk {
 /// A lexeme's DFA over one vocabulary, with its states' indexes built on
 /// first use.
 pub(crate) struct Lexeme {
-    pub dfa: ByteDfa,
+    pub dfa: LexDfa,
     pub trie: Arc<TokenTrie>,
     words: usize,
-    states: Vec<OnceLock<StateIndex>>,
-    first: Vec<OnceLock<[u64; 4]>>,
+    states: Grow<StateIndex>,
+    first: Grow<[u64; 4]>,
     runs: TextRuns,
 }
 
@@ -141,28 +248,26 @@ impl std::fmt::Debug for Lexeme {
 }
 
 impl Lexeme {
-    fn new(dfa: ByteDfa, trie: Arc<TokenTrie>, words: usize) -> Lexeme {
-        let states = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
-        let first = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
-        let runs = TextRuns::new(&dfa, trie.max_depth);
+    fn new(dfa: LexDfa, trie: Arc<TokenTrie>, words: usize) -> Lexeme {
+        let runs = TextRuns::new(trie.max_depth);
         Lexeme {
             dfa,
             trie,
             words,
-            states,
-            first,
+            states: Grow::default(),
+            first: Grow::default(),
             runs,
         }
     }
 
     /// The index of `state` (built now if no mask has needed it yet).
     pub(crate) fn state(&self, state: u32) -> &StateIndex {
-        self.states[state as usize].get_or_init(|| self.build_state(state))
+        self.states.get_or_init(state, || self.build_state(state))
     }
 
     /// The bytes `state` can take, as a 256-bit set.
     pub(crate) fn first_bytes(&self, state: u32) -> &[u64; 4] {
-        self.first[state as usize].get_or_init(|| {
+        self.first.get_or_init(state, || {
             let mut set = [0u64; 4];
             for b in 0..=255u8 {
                 if self.dfa.next(state, b) != DEAD {
@@ -175,7 +280,7 @@ impl Lexeme {
 
     /// Whether the index of `state` is built.
     pub(crate) fn is_built(&self, state: u32) -> bool {
-        self.states[state as usize].get().is_some()
+        self.states.get(state).is_some()
     }
 
     /// One depth-first walk of the trie from `state`, skipping a subtree at
@@ -281,7 +386,6 @@ impl Lexeme {
             + self
                 .states
                 .iter()
-                .filter_map(OnceLock::get)
                 .map(|s| s.inside.bytes() + s.exits.len() * 8)
                 .sum::<usize>()
     }
@@ -307,7 +411,24 @@ pub(crate) fn lexeme(
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     shared(regex.to_string(), trie, words, limits, share, || {
-        ByteDfa::build(regex, limits)
+        ByteDfa::build(regex, limits).map(LexDfa::Eager)
+    })
+}
+
+/// The lexeme of `regex` with a lazily built DFA, made by `build` (from
+/// its syntax tree) unless the process has it already; shared like
+/// [`lexeme`].
+pub(crate) fn lazy_lexeme(
+    regex: &str,
+    trie: &Arc<TokenTrie>,
+    words: usize,
+    limits: &DfaLimits,
+    share: bool,
+    build: impl FnOnce() -> Result<LazyDfa, GrammarError>,
+) -> Result<Arc<Lexeme>, GrammarError> {
+    // NUL never appears in a regex we build, so this key is no regex's.
+    shared(format!("\0~{regex}"), trie, words, limits, share, || {
+        build().map(LexDfa::Lazy)
     })
 }
 
@@ -324,7 +445,7 @@ pub(crate) fn intersection_lexeme(
     let key = format!("\0&{}", regexes.join("\0"));
     shared(key, trie, words, limits, share, || {
         let patterns: Vec<&str> = regexes.iter().map(String::as_str).collect();
-        ByteDfa::intersection(&patterns, limits)
+        ByteDfa::intersection(&patterns, limits).map(LexDfa::Eager)
     })
 }
 
@@ -337,7 +458,7 @@ fn shared(
     words: usize,
     limits: &DfaLimits,
     share: bool,
-    build: impl FnOnce() -> Result<ByteDfa, GrammarError>,
+    build: impl FnOnce() -> Result<LexDfa, GrammarError>,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     if !share {
         return build().map(|dfa| Arc::new(Lexeme::new(dfa, trie.clone(), words)));
@@ -346,8 +467,12 @@ fn shared(
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         let map = cache.get_or_insert_with(HashMap::new);
-        if let Some(l) = map.get(&key) {
-            return l.clone();
+        // A lazy lexeme that ran into its limit narrowed its language:
+        // every grammar holding it fails its steps; a new one starts afresh.
+        match map.get(&key) {
+            Some(Ok(l)) if l.dfa.exhausted().is_some() => {}
+            Some(l) => return l.clone(),
+            None => {}
         }
     }
     // Failures are kept too: a grammar tries each of its regular rules as
@@ -447,7 +572,7 @@ mod tests {
         let mut taken_whole = 0;
         for regex in regexes {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
-            let l = Lexeme::new(dfa, trie.clone(), vocab.mask_words());
+            let l = Lexeme::new(LexDfa::Eager(dfa), trie.clone(), vocab.mask_words());
             for state in 1..l.dfa.num_states() as u32 {
                 let (inside, exits) = plain_walk(&l, state);
                 let index = l.build_state(state);

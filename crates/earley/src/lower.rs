@@ -11,13 +11,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use regex_syntax::hir::Hir;
 use tokensieve_core::{CancelToken, GrammarError};
+use tokensieve_grammar::lazy::LazyDfa;
 use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, weight};
-use tokensieve_grammar::regular::terminal_regex;
+use tokensieve_grammar::regular::{
+    Measure, RuleHirs, terminal_hir, terminal_measure, terminal_regex,
+};
 use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
-use crate::lexeme::{Lexeme, intersection_lexeme, lexeme};
+use crate::lexeme::{Lexeme, intersection_lexeme, lazy_lexeme, lexeme};
 use crate::parser::{Cfg, Sym};
 
 /// Regex [`weight`] (about NFA positions) a lexeme DFA state usually takes
@@ -41,7 +45,21 @@ pub(crate) struct Lowering<'a> {
     /// the rule test and the lexeme use one build even when lexemes are
     /// not shared across compiles.
     built: HashMap<(String, usize), Result<Arc<Lexeme>, GrammarError>>,
+    /// Where each regex of a lazily lowered grammar comes from.
+    sources: HashMap<String, Source>,
 }
+
+/// What a regex piece of a grammar is: a terminal or a regular rule (its
+/// syntax tree is built from that, and only when its lexeme is new).
+#[derive(Clone)]
+enum Source {
+    Terminal(Symbol),
+    Rule(RuleId),
+}
+
+/// Deepest syntax tree a lazily built lexeme may have (as regex-syntax's
+/// nest limit for a parsed regex: NFA compilation recurses on it).
+const MAX_TREE_DEPTH: u32 = 256;
 
 /// What a grammar symbol lowers to before runs are merged.
 enum Piece {
@@ -68,6 +86,7 @@ impl<'a> Lowering<'a> {
             lexeme_ids: HashMap::new(),
             lexeme_states: 0,
             built: HashMap::new(),
+            sources: HashMap::new(),
         }
     }
 
@@ -89,17 +108,21 @@ impl<'a> Lowering<'a> {
         });
         let g_nullable = g.nullable();
         let mut lexifiable: HashMap<RuleId, bool> = HashMap::new();
+        // Lazily built lexemes start from syntax trees made from the rules
+        // themselves, not from parsing their (repetitive) regex text.
+        let mut trees = RuleHirs::new(g, &regexes);
         let mut rule_ids: HashMap<RuleId, u32> = HashMap::new();
         let mut queue: Vec<RuleId> = Vec::new();
 
         let root = g.root();
-        let root_syms = if self.is_lexeme(&regexes, &mut lexifiable, root)? {
+        let root_syms = if self.is_lexeme(&regexes, &mut trees, &mut lexifiable, root)? {
             let regex = regexes[root.index()]
                 .as_deref()
                 .expect("lexifiable rules are regular");
-            vec![Sym::Lex(
-                self.lexeme_id(regex, self.config.max_lexeme_states)?,
-            )]
+            self.sources.insert(regex.to_string(), Source::Rule(root));
+            let mut run = vec![regex.to_string()];
+            self.flush(&mut run, &mut trees)?;
+            vec![self.syms.pop().expect("a lexeme for the root")]
         } else {
             vec![Sym::Rule(self.rule_id(
                 root,
@@ -117,13 +140,23 @@ impl<'a> Lowering<'a> {
                 for symbol in alt {
                     pieces.push(match symbol {
                         Symbol::NonTerminal(t) => {
-                            if self.is_lexeme(&regexes, &mut lexifiable, *t)? {
-                                Piece::Regular(regexes[t.index()].clone().expect("regular"))
+                            if self.is_lexeme(&regexes, &mut trees, &mut lexifiable, *t)? {
+                                let regex = regexes[t.index()].clone().expect("regular");
+                                self.sources
+                                    .entry(regex.clone())
+                                    .or_insert(Source::Rule(*t));
+                                Piece::Regular(regex)
                             } else {
                                 Piece::Rule(*t)
                             }
                         }
-                        terminal => Piece::Regular(terminal_regex(terminal).expect("a terminal")),
+                        terminal => {
+                            let regex = terminal_regex(terminal).expect("a terminal");
+                            self.sources
+                                .entry(regex.clone())
+                                .or_insert_with(|| Source::Terminal(terminal.clone()));
+                            Piece::Regular(regex)
+                        }
                     });
                 }
                 starts.push(self.syms.len() as u32);
@@ -132,13 +165,13 @@ impl<'a> Lowering<'a> {
                     match piece {
                         Piece::Regular(r) => run.push(r),
                         Piece::Rule(t) => {
-                            self.flush(&mut run)?;
+                            self.flush(&mut run, &mut trees)?;
                             let sub = self.rule_id(t, &mut rule_ids, &mut queue, &g_nullable);
                             self.syms.push(Sym::Rule(sub));
                         }
                     }
                 }
-                self.flush(&mut run)?;
+                self.flush(&mut run, &mut trees)?;
                 self.syms.push(Sym::End(id));
             }
             self.alts[id as usize] = starts;
@@ -280,6 +313,7 @@ impl<'a> Lowering<'a> {
     fn is_lexeme(
         &mut self,
         regexes: &[Option<String>],
+        trees: &mut RuleHirs<'_>,
         memo: &mut HashMap<RuleId, bool>,
         t: RuleId,
     ) -> Result<bool, GrammarError> {
@@ -288,6 +322,10 @@ impl<'a> Lowering<'a> {
         }
         let ok = match &regexes[t.index()] {
             None => false,
+            Some(_) if self.config.lazy_lexemes => {
+                self.cancel.check()?;
+                trees.measure(t).is_some_and(|m| self.fits_lazily(m))
+            }
             Some(regex) => {
                 self.cancel.check()?;
                 match self.build(regex, None, self.config.max_lexeme_states) {
@@ -321,8 +359,80 @@ impl<'a> Lowering<'a> {
 
     /// Emits a run of regular pieces as one lexeme, or one lexeme per piece
     /// when together they exceed the lexeme limits.
-    fn flush(&mut self, run: &mut Vec<String>) -> Result<(), GrammarError> {
+    fn flush(
+        &mut self,
+        run: &mut Vec<String>,
+        trees: &mut RuleHirs<'_>,
+    ) -> Result<(), GrammarError> {
+        if self.config.lazy_lexemes {
+            return self.flush_lazy(run, trees);
+        }
         self.flush_limit(run, self.config.max_lexeme_states)
+    }
+
+    /// [`Lowering::flush`] with lazily built lexemes: the run joined into
+    /// one when it is light enough ([`Lowering::fits_lazily`]), else one
+    /// lexeme per piece. A syntax tree is built only for a lexeme that is
+    /// new to the process.
+    fn flush_lazy(
+        &mut self,
+        run: &mut Vec<String>,
+        trees: &mut RuleHirs<'_>,
+    ) -> Result<(), GrammarError> {
+        let sources: Vec<Source> = run.iter().map(|r| self.sources[r].clone()).collect();
+        if run.len() > 1 {
+            let key: String = run.iter().map(|r| format!("(?:{r})")).collect();
+            let measures: Option<Vec<Measure>> =
+                sources.iter().map(|s| measure(s, trees)).collect();
+            if measures.is_some_and(|m| self.fits_lazily(Measure::join(m))) {
+                let id = self.lazy_id(&key, || {
+                    let parts = sources
+                        .iter()
+                        .map(|s| tree(s, trees))
+                        .collect::<Result<Vec<Hir>, GrammarError>>()?;
+                    Ok(Hir::concat(parts))
+                })?;
+                self.syms.push(Sym::Lex(id));
+                run.clear();
+                return Ok(());
+            }
+        }
+        for (r, source) in std::mem::take(run).into_iter().zip(sources) {
+            let id = self.lazy_id(&r, || tree(&source, trees))?;
+            self.syms.push(Sym::Lex(id));
+        }
+        Ok(())
+    }
+
+    /// Whether a tree is light enough for one lazily built lexeme: about
+    /// [`WEIGHT_A_STATE`] × `max_lexeme_states` NFA states at most, and no
+    /// deeper than [`MAX_TREE_DEPTH`].
+    fn fits_lazily(&self, m: Measure) -> bool {
+        m.weight <= (self.config.max_lexeme_states * WEIGHT_A_STATE) as u64
+            && m.depth <= MAX_TREE_DEPTH
+    }
+
+    /// The lazily built lexeme of the regex `key`, its tree made by `tree`
+    /// if neither this compile nor the process has the lexeme yet.
+    fn lazy_id(
+        &mut self,
+        key: &str,
+        tree: impl FnOnce() -> Result<Hir, GrammarError>,
+    ) -> Result<u32, GrammarError> {
+        if let Some(&id) = self.lexeme_ids.get(key) {
+            return Ok(id);
+        }
+        self.cancel.check()?;
+        let limits = self.config.lazy_limits();
+        let l = lazy_lexeme(
+            key,
+            self.trie,
+            self.words,
+            &limits,
+            self.config.shared_lexemes,
+            || LazyDfa::from_hir(&tree()?, &limits),
+        )?;
+        self.add_lexeme(key.to_string(), l)
     }
 
     /// [`Lowering::flush`] with `max` DFA states a lexeme.
@@ -410,7 +520,7 @@ impl<'a> Lowering<'a> {
     }
 
     fn add_lexeme(&mut self, key: String, l: Arc<Lexeme>) -> Result<u32, GrammarError> {
-        self.lexeme_states += l.dfa.num_states();
+        self.lexeme_states += l.dfa.compiled_states();
         if self.lexeme_states > self.config.max_total_lexeme_states {
             return Err(GrammarError::LimitExceeded {
                 what: format!(
@@ -444,6 +554,22 @@ impl<'a> Lowering<'a> {
             start_pos,
             accept_pos,
         }
+    }
+}
+
+/// The measure of a piece's tree (`None`: a rule that does not parse).
+fn measure(source: &Source, trees: &mut RuleHirs<'_>) -> Option<Measure> {
+    match source {
+        Source::Terminal(symbol) => terminal_measure(symbol),
+        Source::Rule(t) => trees.measure(*t),
+    }
+}
+
+/// A piece's syntax tree.
+fn tree(source: &Source, trees: &mut RuleHirs<'_>) -> Result<Hir, GrammarError> {
+    match source {
+        Source::Terminal(symbol) => Ok(terminal_hir(symbol).expect("a terminal")),
+        Source::Rule(t) => trees.rule(*t).expect("a regular rule"),
     }
 }
 

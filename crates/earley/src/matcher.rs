@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokensieve_core::{GrammarObject, GrammarStats, StepError};
+use tokensieve_core::{GrammarError, GrammarObject, GrammarStats, StepError};
+use tokensieve_grammar::lazy;
 
 use crate::backend::GrammarInner;
 use crate::parser::{self, Budget, ESet, Walker, shape};
@@ -39,6 +40,9 @@ pub struct EarleyMatcher {
     shape: Vec<(u32, u32, u32)>,
     markers: Vec<Arc<ESet>>,
     stats: GrammarStats,
+    /// [`lazy::exhaustions`] when this matcher last looked at its lexemes
+    /// (`usize::MAX`: never).
+    seen_exhaustions: usize,
 }
 
 impl std::fmt::Debug for EarleyMatcher {
@@ -69,6 +73,7 @@ impl EarleyMatcher {
             shape: Vec::new(),
             markers: Vec::new(),
             stats,
+            seen_exhaustions: usize::MAX,
         }
     }
 
@@ -143,6 +148,36 @@ impl EarleyMatcher {
         }
     }
 
+    /// The limit a lazily built lexeme of this grammar ran into, if one
+    /// did: it made a transition dead, so what was computed since may be
+    /// narrower than the grammar, and the matcher refuses what comes next.
+    /// The lexemes are looked at only when some lexeme of the process ran
+    /// into a limit since the last look.
+    fn exhausted(&mut self) -> Result<(), StepError> {
+        let now = lazy::exhaustions();
+        if now == self.seen_exhaustions {
+            return Ok(());
+        }
+        self.seen_exhaustions = now;
+        let found = self
+            .grammar
+            .cfg
+            .lexemes
+            .iter()
+            .find_map(|l| l.dfa.exhausted());
+        let Some(e) = found else {
+            return Ok(());
+        };
+        let e = match e {
+            GrammarError::LimitExceeded { what, limit, knob } => {
+                StepError::LimitExceeded { what, limit, knob }
+            }
+            other => StepError::Poisoned(other.to_string()),
+        };
+        self.poisoned = Some(e.clone());
+        Err(e)
+    }
+
     fn push_history(&mut self) {
         let max = self.grammar.config.max_rollback;
         if max == 0 {
@@ -171,7 +206,9 @@ impl GrammarObject for EarleyMatcher {
         let Some(bytes) = g.vocab.grammar_bytes(token) else {
             return Err(StepError::InvalidToken { token });
         };
-        match self.walk(bytes)? {
+        let walked = self.walk(bytes)?;
+        self.exhausted()?;
+        match walked {
             Ok(next) => {
                 self.push_history();
                 self.cur = next;
@@ -184,7 +221,9 @@ impl GrammarObject for EarleyMatcher {
 
     fn accept_bytes(&mut self, bytes: &[u8]) -> Result<(), StepError> {
         self.check()?;
-        match self.walk(bytes)? {
+        let walked = self.walk(bytes)?;
+        self.exhausted()?;
+        match walked {
             Ok(next) => {
                 self.push_history();
                 self.cur = next;
@@ -210,7 +249,11 @@ impl GrammarObject for EarleyMatcher {
                 // The tokens proven so far stay allowed (never a wider
                 // mask); the matcher refuses what comes next.
                 Err(e) => self.poisoned = Some(e),
-                Ok(()) => self.memo = Some((self.cur.clone(), row.to_vec())),
+                Ok(()) => {
+                    if self.exhausted().is_ok() {
+                        self.memo = Some((self.cur.clone(), row.to_vec()));
+                    }
+                }
             }
             // The markers hold older sets alive: let them go.
             self.markers.clear();
@@ -309,6 +352,7 @@ impl GrammarObject for EarleyMatcher {
             shape: Vec::new(),
             markers: Vec::new(),
             stats: self.stats.clone(),
+            seen_exhaustions: usize::MAX,
         })
     }
 

@@ -161,6 +161,62 @@ fn hand_written_grammars_agree_with_the_recognizer() {
     }
 }
 
+/// The same with lexeme DFAs built whole at compile (`lazy_lexemes:
+/// false`), the form JSON Schema pieces take.
+#[test]
+fn eager_lexemes_agree_with_the_recognizer() {
+    let vocab = small_vocab();
+    let config = EarleyConfig {
+        lazy_lexemes: false,
+        ..EarleyConfig::default()
+    };
+    let backend = EarleyBackend::new(vocab.clone(), config);
+    let mut r = SplitMix64(12);
+    for (name, gbnf) in hand_written() {
+        check_verdicts(name, &gbnf, &backend, &mut r);
+    }
+    for _ in 0..100 {
+        let gbnf = random_gbnf(&mut r);
+        if Grammar::from_gbnf(&gbnf, "root").is_ok() {
+            check_verdicts("random", &gbnf, &backend, &mut r);
+        }
+    }
+}
+
+/// A lazily built lexeme that reaches its state limit mid-walk ends the
+/// walk in an error naming the limit; the matcher refuses everything after
+/// (its masks hold only what was proven before), and a new compile of the
+/// same grammar starts from a new lexeme.
+#[test]
+fn a_lazy_lexeme_past_its_state_limit_is_a_step_error() {
+    let vocab = small_vocab();
+    let config = EarleyConfig {
+        max_dfa_states: 24,
+        ..EarleyConfig::default()
+    };
+    let backend = EarleyBackend::new(vocab.clone(), config);
+    // The eighth letter from the end is an `a`: 256 DFA states.
+    let gbnf = r#"root ::= "(" [ab]* "a" [ab] [ab] [ab] [ab] [ab] [ab] [ab] ")" | "[" root "]""#;
+    for _ in 0..2 {
+        let g = backend.compile(&Constraint::ebnf(gbnf, "root")).unwrap();
+        let mut m = g.matcher();
+        m.accept_bytes(b"[(ab").unwrap();
+        let err = m.accept_bytes(b"aabbbabaabbaababbbab").unwrap_err();
+        assert!(err.to_string().contains("max_dfa_states"), "{err}");
+        assert!(m.accept_bytes(b")").is_err(), "refused after the error");
+        let mut row = vec![u32::MAX; vocab.mask_words()];
+        m.fill_bitmask(&mut row);
+        assert!(row.iter().all(|&w| w == 0), "nothing is allowed after");
+        // Below the limit all is well.
+        let mut m = backend
+            .compile(&Constraint::ebnf(gbnf, "root"))
+            .unwrap()
+            .matcher();
+        m.accept_bytes(b"[(abbbbbbb)]").unwrap();
+        assert!(m.is_accepting());
+    }
+}
+
 #[test]
 fn random_grammars_agree_with_the_recognizer() {
     let vocab = small_vocab();

@@ -17,8 +17,9 @@
 //! - Hopcroft minimization merges equivalent states, and byte classes that
 //!   every state treats alike are merged.
 
+use crate::grow::Grow;
 use crate::minimize::hopcroft;
-use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::dfa::{Automaton as _, StartKind, dense};
 use regex_automata::nfa::thompson;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
@@ -70,41 +71,53 @@ impl TextStep {
     }
 }
 
-/// [`ByteDfa::text_step`] and how long each step repeats, worked out per
-/// state on first use, for walks of a token trie: a subtree whose bytes a
-/// state's step covers, no deeper than the step repeats, keeps every token
-/// in it alive and passes no accepting state, so the walk takes its tokens
-/// in one range without visiting its nodes.
+/// What a walk of a token trie needs of a byte automaton: an eager
+/// [`ByteDfa`] or a lazily built [`crate::lazy::LazyDfa`]. State `0` is
+/// dead; every other state can reach an accepting one.
+pub trait Automaton {
+    /// The state at the start of the output.
+    fn start(&self) -> u32;
+    /// The state after `byte` ([`DEAD`] when the byte cannot come next).
+    fn next(&self, state: u32, byte: u8) -> u32;
+    /// May the output end in `state`?
+    fn is_accepting(&self, state: u32) -> bool;
+}
+
+/// [`text_step`] and how long each step repeats, worked out per state on
+/// first use, for walks of a token trie: a subtree whose bytes a state's
+/// step covers, no deeper than the step repeats, keeps every token in it
+/// alive and passes no accepting state, so the walk takes its tokens in one
+/// range without visiting its nodes.
 #[derive(Debug)]
 pub struct TextRuns {
-    steps: Vec<std::sync::OnceLock<Option<TextStep>>>,
-    runs: Vec<std::sync::OnceLock<u32>>,
+    steps: Grow<Option<TextStep>>,
+    runs: Grow<u32>,
     /// Runs are counted up to this many characters (the longest token).
     cap: u32,
 }
 
 impl TextRuns {
-    pub fn new(dfa: &ByteDfa, cap: usize) -> TextRuns {
-        let n = dfa.num_states();
+    /// Runs counted up to `cap` characters.
+    pub fn new(cap: usize) -> TextRuns {
         TextRuns {
-            steps: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
-            runs: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
+            steps: Grow::default(),
+            runs: Grow::default(),
             cap: cap.min(u32::MAX as usize) as u32,
         }
     }
 
     /// The text step of `state`.
-    pub fn step(&self, dfa: &ByteDfa, state: u32) -> Option<&TextStep> {
-        self.steps[state as usize]
-            .get_or_init(|| dfa.text_step(state))
+    pub fn step<A: Automaton + ?Sized>(&self, dfa: &A, state: u32) -> Option<&TextStep> {
+        self.steps
+            .get_or_init(state, || text_step(dfa, state))
             .as_ref()
     }
 
     /// How many characters in a row the step of `state` can take, each
     /// landing where the next one is taken by a step at least as wide (up to
     /// the cap; a loop repeats forever).
-    pub fn run(&self, dfa: &ByteDfa, state: u32) -> u32 {
-        *self.runs[state as usize].get_or_init(|| {
+    pub fn run<A: Automaton + ?Sized>(&self, dfa: &A, state: u32) -> u32 {
+        *self.runs.get_or_init(state, || {
             let Some(first) = self.step(dfa, state) else {
                 return 0;
             };
@@ -130,10 +143,84 @@ impl TextRuns {
     /// Whether a walk in `state` at a trie node with `below` beneath it can
     /// take the whole subtree.
     #[inline]
-    pub fn takes_subtree(&self, dfa: &ByteDfa, state: u32, below: &crate::trie::Below) -> bool {
+    pub fn takes_subtree<A: Automaton + ?Sized>(
+        &self,
+        dfa: &A,
+        state: u32,
+        below: &crate::trie::Below,
+    ) -> bool {
         self.step(dfa, state).is_some_and(|s| s.covers(below))
             && self.run(dfa, state) >= u32::from(below.height)
     }
+}
+
+/// One character of text from `state`, for walks that take a whole trie
+/// subtree at once: the ASCII bytes that all lead to one live, non-accepting
+/// state `to` (the state itself when it loops, as a string body does; the
+/// next one in a counted run, as `.{0,100}`), and whether every well-formed
+/// multi-byte UTF-8 character leads there too through live, non-accepting
+/// states. `None` when the state is dead or accepting (a walk must see every
+/// place the output may end) or no ASCII byte leads to a live,
+/// non-accepting state.
+pub fn text_step<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep> {
+    if state == DEAD || dfa.is_accepting(state) {
+        return None;
+    }
+    let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
+    let targets: Vec<u32> = (0..0x80u8).map(|b| dfa.next(state, b)).collect();
+    // The state itself when it loops, else the commonest target.
+    let to = if targets.contains(&state) {
+        state
+    } else {
+        let mut counts: Vec<(u32, usize)> = Vec::new();
+        for &t in targets.iter().filter(|&&t| alive(t)) {
+            match counts.iter_mut().find(|(s, _)| *s == t) {
+                Some(c) => c.1 += 1,
+                None => counts.push((t, 1)),
+            }
+        }
+        counts
+            .iter()
+            .max_by_key(|&&(s, n)| (n, std::cmp::Reverse(s)))?
+            .0
+    };
+    let mut ascii = [0u64; 2];
+    for b in (0..0x80u8).filter(|&b| targets[b as usize] == to) {
+        ascii[b as usize / 64] |= 1 << (b % 64);
+    }
+    const CONT: (u8, u8) = (0x80, 0xBF);
+    // Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table).
+    const SHAPES: [&[(u8, u8)]; 8] = [
+        &[(0xC2, 0xDF), CONT],
+        &[(0xE0, 0xE0), (0xA0, 0xBF), CONT],
+        &[(0xE1, 0xEC), CONT, CONT],
+        &[(0xED, 0xED), (0x80, 0x9F), CONT],
+        &[(0xEE, 0xEF), CONT, CONT],
+        &[(0xF0, 0xF0), (0x90, 0xBF), CONT, CONT],
+        &[(0xF1, 0xF3), CONT, CONT, CONT],
+        &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
+    ];
+    let utf8 = SHAPES.iter().all(|shape| {
+        let mut states = vec![state];
+        for (k, &(lo, hi)) in shape.iter().enumerate() {
+            let last = k + 1 == shape.len();
+            let mut next = Vec::new();
+            for &q in &states {
+                for b in lo..=hi {
+                    let t = dfa.next(q, b);
+                    if (last && t != to) || !alive(t) {
+                        return false;
+                    }
+                    if !next.contains(&t) {
+                        next.push(t);
+                    }
+                }
+            }
+            states = next;
+        }
+        true
+    });
+    Some(TextStep { ascii, utf8, to })
 }
 
 /// A byte DFA over merged byte classes. State `0` is dead; every other state
@@ -347,73 +434,9 @@ impl ByteDfa {
         self.pending_utf8[state as usize] == 0
     }
 
-    /// One character of text from `state`, for walks that take a whole
-    /// trie subtree at once: the ASCII bytes that all lead to one live,
-    /// non-accepting state `to` (the state itself when it loops, as a string
-    /// body does; the next one in a counted run, as `.{0,100}`), and
-    /// whether every well-formed multi-byte UTF-8 character leads there too
-    /// through live, non-accepting states. `None` when the state is dead or
-    /// accepting (a walk must see every place the output may end) or no
-    /// ASCII byte leads to a live, non-accepting state.
+    /// One character of text from `state` (see [`text_step`]).
     pub fn text_step(&self, state: u32) -> Option<TextStep> {
-        if state == DEAD || self.is_accepting(state) {
-            return None;
-        }
-        let alive = |t: u32| t != DEAD && !self.is_accepting(t);
-        let targets: Vec<u32> = (0..0x80u8).map(|b| self.next(state, b)).collect();
-        // The state itself when it loops, else the commonest target.
-        let to = if targets.contains(&state) {
-            state
-        } else {
-            let mut counts: Vec<(u32, usize)> = Vec::new();
-            for &t in targets.iter().filter(|&&t| alive(t)) {
-                match counts.iter_mut().find(|(s, _)| *s == t) {
-                    Some(c) => c.1 += 1,
-                    None => counts.push((t, 1)),
-                }
-            }
-            counts
-                .iter()
-                .max_by_key(|&&(s, n)| (n, std::cmp::Reverse(s)))?
-                .0
-        };
-        let mut ascii = [0u64; 2];
-        for b in (0..0x80u8).filter(|&b| targets[b as usize] == to) {
-            ascii[b as usize / 64] |= 1 << (b % 64);
-        }
-        const CONT: (u8, u8) = (0x80, 0xBF);
-        // Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table).
-        const SHAPES: [&[(u8, u8)]; 8] = [
-            &[(0xC2, 0xDF), CONT],
-            &[(0xE0, 0xE0), (0xA0, 0xBF), CONT],
-            &[(0xE1, 0xEC), CONT, CONT],
-            &[(0xED, 0xED), (0x80, 0x9F), CONT],
-            &[(0xEE, 0xEF), CONT, CONT],
-            &[(0xF0, 0xF0), (0x90, 0xBF), CONT, CONT],
-            &[(0xF1, 0xF3), CONT, CONT, CONT],
-            &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
-        ];
-        let utf8 = SHAPES.iter().all(|shape| {
-            let mut states = vec![state];
-            for (k, &(lo, hi)) in shape.iter().enumerate() {
-                let last = k + 1 == shape.len();
-                let mut next = Vec::new();
-                for &q in &states {
-                    for b in lo..=hi {
-                        let t = self.next(q, b);
-                        if (last && t != to) || !alive(t) {
-                            return false;
-                        }
-                        if !next.contains(&t) {
-                            next.push(t);
-                        }
-                    }
-                }
-                states = next;
-            }
-            true
-        });
-        Some(TextStep { ascii, utf8, to })
+        text_step(self, state)
     }
 
     /// Bytes that lead from `state` to a live state (for error messages).
@@ -445,7 +468,24 @@ impl ByteDfa {
     }
 }
 
-fn parse(pattern: &str) -> Result<Hir, GrammarError> {
+impl Automaton for ByteDfa {
+    #[inline]
+    fn start(&self) -> u32 {
+        self.start
+    }
+    #[inline]
+    fn next(&self, state: u32, byte: u8) -> u32 {
+        ByteDfa::next(self, state, byte)
+    }
+    #[inline]
+    fn is_accepting(&self, state: u32) -> bool {
+        ByteDfa::is_accepting(self, state)
+    }
+}
+
+/// The syntax tree of `pattern` (the regex-syntax dialect, UTF-8 only), as
+/// [`ByteDfa::build`] reads it; errors name the construct and its offset.
+pub fn parse(pattern: &str) -> Result<Hir, GrammarError> {
     regex_syntax::ParserBuilder::new()
         .utf8(true)
         .nest_limit(256)
@@ -836,10 +876,11 @@ fn finish(t: Table) -> ByteDfa {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn limits() -> DfaLimits {
+    /// Generous limits for tests.
+    pub(crate) fn limits() -> DfaLimits {
         DfaLimits {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
@@ -875,7 +916,7 @@ mod tests {
             (open.ascii, open.utf8, open.to),
             ([1 << b'"', 0], false, body)
         );
-        let runs = TextRuns::new(&dfa, 100);
+        let runs = TextRuns::new(100);
         assert_eq!(runs.run(&dfa, body), 100, "a loop runs as far as asked");
 
         // ASCII only: a non-ASCII character dies.
@@ -904,7 +945,7 @@ mod tests {
         // A counted run: each character moves one state on, and the run
         // counts how many are left before the closing quote is owed.
         let dfa = ByteDfa::build(r#""[^"\\]{0,5}""#, &limits()).unwrap();
-        let runs = TextRuns::new(&dfa, 100);
+        let runs = TextRuns::new(100);
         let mut state = dfa.next(dfa.start(), b'"');
         for left in (1..=5).rev() {
             assert_eq!(runs.run(&dfa, state), left);

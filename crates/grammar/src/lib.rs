@@ -53,7 +53,9 @@ pub mod compose;
 pub mod dfa;
 pub mod gbnf;
 pub mod grammar;
+pub mod grow;
 pub mod json_schema;
+pub mod lazy;
 mod minimize;
 pub mod pieces;
 mod recognizer;
@@ -62,7 +64,7 @@ pub mod regular;
 pub mod testing;
 pub mod trie;
 
-pub use dfa::{ByteDfa, DfaLimits, TextRuns, TextStep};
+pub use dfa::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep};
 pub use gbnf::GbnfLimits;
 pub use grammar::{Alternative, ByteRange, CharClass, Grammar, Rule, RuleId, RuleOrigin, Symbol};
 pub use regular::RegularLimits;

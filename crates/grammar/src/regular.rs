@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tokensieve_core::{GrammarError, Location};
 
 use crate::grammar::{Grammar, RuleId, RuleOrigin, Symbol};
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
 
 /// Bounds on [`Grammar::to_regex`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +119,278 @@ impl Grammar {
             .zip(regular)
             .map(|(regex, ok)| regex.filter(|_| ok))
             .collect()
+    }
+}
+
+/// The syntax trees of a grammar's regular rules, built from the rules
+/// themselves instead of parsing the text of [`Grammar::rule_regexes`]
+/// (which copies every rule into each rule using it, so its text is parsed
+/// many times over): a rule is the alternation of its sequences, a rule
+/// recursive only through itself `α* γ β*` as the solver writes it; a rule
+/// of a mutually recursive set is its regex parsed. Trees, and their
+/// [`Measure`], are kept by rule.
+pub struct RuleHirs<'g> {
+    grammar: &'g Grammar,
+    regexes: &'g [Option<String>],
+    trees: HashMap<RuleId, Result<Hir, GrammarError>>,
+    measures: HashMap<RuleId, Option<Measure>>,
+    /// Rules being built (a reference back to one is mutual recursion).
+    open: Vec<RuleId>,
+}
+
+/// What a tree costs before it is built: its [`crate::pieces::weight`]
+/// (about its NFA states) and how deep it nests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measure {
+    pub weight: u64,
+    pub depth: u32,
+}
+
+impl Measure {
+    /// The measure of `parts` in a row (or one of them).
+    pub fn join(parts: impl IntoIterator<Item = Measure>) -> Measure {
+        parts.into_iter().fold(
+            Measure {
+                weight: 0,
+                depth: 1,
+            },
+            |m, p| Measure {
+                weight: m.weight.saturating_add(p.weight),
+                depth: m.depth.max(p.depth.saturating_add(1)),
+            },
+        )
+    }
+
+    /// The measure of `hir` as built.
+    pub fn of(hir: &Hir) -> Measure {
+        fn depth(hir: &Hir) -> u32 {
+            1 + match hir.kind() {
+                HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                    subs.iter().map(depth).max().unwrap_or(0)
+                }
+                HirKind::Repetition(r) => depth(&r.sub),
+                HirKind::Capture(c) => depth(&c.sub),
+                _ => 0,
+            }
+        }
+        Measure {
+            weight: crate::pieces::weight(hir),
+            depth: depth(hir),
+        }
+    }
+}
+
+/// A reference back to a rule being built: mutual recursion.
+struct Cycle;
+
+/// How one rule's alternatives read (see [`RuleHirs`]): those ending in
+/// the rule (`right`), those starting with it (`left`), the others.
+struct Shape<'a> {
+    right: Vec<&'a [Symbol]>,
+    base: Vec<&'a [Symbol]>,
+    left: Vec<&'a [Symbol]>,
+}
+
+fn shape(g: &Grammar, rule: RuleId) -> Option<Shape<'_>> {
+    let mut out = Shape {
+        right: Vec::new(),
+        base: Vec::new(),
+        left: Vec::new(),
+    };
+    for alt in &g.rule(rule).alternatives {
+        let is_self = |s: &Symbol| matches!(s, Symbol::NonTerminal(t) if *t == rule);
+        match alt.iter().filter(|s| is_self(s)).count() {
+            0 => out.base.push(&alt[..]),
+            1 if alt.len() > 1 && is_self(&alt[0]) => out.left.push(&alt[1..]),
+            1 if is_self(&alt[alt.len() - 1]) => out.right.push(&alt[..alt.len() - 1]),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// The measure of one terminal symbol (`None` for a rule reference).
+pub fn terminal_measure(symbol: &Symbol) -> Option<Measure> {
+    match symbol {
+        Symbol::Literal(bytes) => Some(Measure {
+            weight: bytes.len() as u64,
+            depth: 1,
+        }),
+        Symbol::Class(_) => Some(Measure {
+            weight: 1,
+            depth: 1,
+        }),
+        Symbol::NonTerminal(_) => None,
+    }
+}
+
+impl<'g> RuleHirs<'g> {
+    /// Trees for the rules of `grammar` whose regex (`regexes`, from
+    /// [`Grammar::rule_regexes`]) is known.
+    pub fn new(grammar: &'g Grammar, regexes: &'g [Option<String>]) -> Self {
+        RuleHirs {
+            grammar,
+            regexes,
+            trees: HashMap::new(),
+            measures: HashMap::new(),
+            open: Vec::new(),
+        }
+    }
+
+    /// The tree of regular rule `rule` (`None` when it is not regular).
+    pub fn rule(&mut self, rule: RuleId) -> Option<Result<Hir, GrammarError>> {
+        self.regexes[rule.index()].as_ref()?;
+        Some(match self.build(rule) {
+            Ok(hir) => hir,
+            Err(Cycle) => unreachable!("no rule is open at the top"),
+        })
+    }
+
+    /// The measure of regular rule `rule`, without building its tree
+    /// (`None` when it is not regular or its regex does not parse).
+    pub fn measure(&mut self, rule: RuleId) -> Option<Measure> {
+        self.regexes[rule.index()].as_ref()?;
+        match self.measure_of(rule) {
+            Ok(m) => m,
+            Err(Cycle) => unreachable!("no rule is open at the top"),
+        }
+    }
+
+    /// The regex of `rule` parsed (and kept).
+    fn parsed(&mut self, rule: RuleId) -> Result<Hir, GrammarError> {
+        if let Some(known) = self.trees.get(&rule) {
+            return known.clone();
+        }
+        let text = self.regexes[rule.index()]
+            .as_deref()
+            .expect("only regular rules are built");
+        let hir = crate::dfa::parse(text);
+        self.trees.insert(rule, hir.clone());
+        hir
+    }
+
+    fn measure_of(&mut self, rule: RuleId) -> Result<Option<Measure>, Cycle> {
+        if let Some(&known) = self.measures.get(&rule) {
+            return Ok(known);
+        }
+        if self.open.contains(&rule) {
+            return Err(Cycle);
+        }
+        self.open.push(rule);
+        let measured = self.measure_alternatives(rule);
+        self.open.pop();
+        let m = match measured {
+            Ok(m) => m,
+            // See [`RuleHirs::build`].
+            Err(Cycle) => self.parsed(rule).ok().map(|hir| Measure::of(&hir)),
+        };
+        self.measures.insert(rule, m);
+        Ok(m)
+    }
+
+    fn measure_alternatives(&mut self, rule: RuleId) -> Result<Option<Measure>, Cycle> {
+        let g = self.grammar;
+        let Some(shape) = shape(g, rule) else {
+            return Err(Cycle);
+        };
+        let mut parts = Vec::new();
+        for symbols in shape.right.iter().chain(&shape.base).chain(&shape.left) {
+            let mut seq = Vec::with_capacity(symbols.len());
+            for symbol in symbols.iter() {
+                seq.push(match symbol {
+                    Symbol::NonTerminal(t) => match self.measure_of(*t)? {
+                        Some(m) => m,
+                        None => return Ok(None),
+                    },
+                    terminal => terminal_measure(terminal).expect("a terminal"),
+                });
+            }
+            // A sequence inside an alternation inside a repetition.
+            let m = Measure::join(seq);
+            parts.push(Measure {
+                weight: m.weight,
+                depth: m.depth.saturating_add(2),
+            });
+        }
+        Ok(Some(Measure::join(parts)))
+    }
+
+    fn build(&mut self, rule: RuleId) -> Result<Result<Hir, GrammarError>, Cycle> {
+        if let Some(known) = self.trees.get(&rule) {
+            return Ok(known.clone());
+        }
+        if self.open.contains(&rule) {
+            return Err(Cycle);
+        }
+        self.open.push(rule);
+        let built = self.alternatives(rule);
+        self.open.pop();
+        let hir = match built {
+            Ok(hir) => hir,
+            // A reference back to a rule being built (mutual recursion, or
+            // the rule in the middle of itself): the rule's own regex holds
+            // the solved system. Rules above go on with it as a whole.
+            Err(Cycle) => return Ok(self.parsed(rule)),
+        };
+        self.trees.insert(rule, hir.clone());
+        Ok(hir)
+    }
+
+    /// `right* base left*` over the rule's alternatives.
+    fn alternatives(&mut self, rule: RuleId) -> Result<Result<Hir, GrammarError>, Cycle> {
+        let g = self.grammar;
+        let Some(shape) = shape(g, rule) else {
+            return Err(Cycle);
+        };
+        let mut lists = [Vec::new(), Vec::new(), Vec::new()];
+        for (list, alts) in lists
+            .iter_mut()
+            .zip([&shape.right, &shape.base, &shape.left])
+        {
+            for symbols in alts.iter() {
+                let mut seq = Vec::with_capacity(symbols.len());
+                for symbol in symbols.iter() {
+                    seq.push(match symbol {
+                        Symbol::NonTerminal(t) => match self.build(*t)? {
+                            Ok(hir) => hir,
+                            Err(e) => return Ok(Err(e)),
+                        },
+                        terminal => terminal_hir(terminal).expect("a terminal"),
+                    });
+                }
+                list.push(Hir::concat(seq));
+            }
+        }
+        let [right, base, left] = lists;
+        let star = |terms: Vec<Hir>| {
+            (!terms.is_empty()).then(|| {
+                Hir::repetition(Repetition {
+                    min: 0,
+                    max: None,
+                    greedy: true,
+                    sub: Box::new(Hir::alternation(terms)),
+                })
+            })
+        };
+        let mut seq = Vec::new();
+        seq.extend(star(right));
+        seq.push(Hir::alternation(base));
+        seq.extend(star(left));
+        Ok(Ok(Hir::concat(seq)))
+    }
+}
+
+/// The syntax tree of one terminal symbol, `None` for a rule reference.
+pub fn terminal_hir(symbol: &Symbol) -> Option<Hir> {
+    match symbol {
+        Symbol::Literal(bytes) => Some(Hir::literal(bytes.to_vec())),
+        Symbol::Class(class) => Some(Hir::class(Class::Unicode(ClassUnicode::new(
+            class
+                .ranges()
+                .iter()
+                .map(|&(lo, hi)| ClassUnicodeRange::new(lo, hi)),
+        )))),
+        Symbol::NonTerminal(_) => None,
     }
 }
 
@@ -943,6 +1216,56 @@ mod tests {
             converted > 100 && refused > 10,
             "converted {converted}, refused {refused}"
         );
+    }
+
+    /// Trees built from the rules (`RuleHirs`) say what the rules' regex
+    /// text says, mutual recursion and self-recursion included, and their
+    /// measure bounds the tree built.
+    #[test]
+    fn rule_trees_agree_with_rule_regexes() {
+        let mut r = Rng(0x7EE5);
+        let mut rules = 0;
+        for _ in 0..300 {
+            let gbnf = format!(
+                "root ::= {}\nx ::= {}\ny ::= \"b\" | \"c\" x?\n",
+                expr(&mut r, 0),
+                expr(&mut r, 1).replace("root", "y")
+            );
+            let Ok(g) = Grammar::from_gbnf(&gbnf, "root") else {
+                continue;
+            };
+            let regexes = g.rule_regexes(&RegularLimits::default());
+            let mut trees = RuleHirs::new(&g, &regexes);
+            for (i, regex) in regexes.iter().enumerate() {
+                let Some(regex) = regex else { continue };
+                let rule = RuleId(i as u32);
+                let tree = trees.rule(rule).unwrap().unwrap();
+                let m = trees.measure(rule).unwrap();
+                let built = Measure::of(&tree);
+                assert!(
+                    built.weight <= m.weight && built.depth <= m.depth,
+                    "{gbnf}: {built:?} > {m:?}"
+                );
+                let text = dfa(regex);
+                let limits = crate::dfa::tests::limits();
+                let lazy = crate::lazy::LazyDfa::from_hir(&tree, &limits).unwrap();
+                let alphabet: [&[u8]; 5] = [b"a", b"b", b"c", "é".as_bytes(), b"\xC3"];
+                for _ in 0..40 {
+                    let mut s = Vec::new();
+                    for _ in 0..r.below(7) {
+                        s.extend_from_slice(alphabet[r.below(alphabet.len())]);
+                    }
+                    let mut state = lazy.start();
+                    for &b in &s {
+                        state = lazy.next(state, b);
+                    }
+                    let by_tree = state != crate::dfa::DEAD && lazy.is_accepting(state);
+                    assert_eq!(by_tree, full_match(&text, &s), "{gbnf}\n{regex}\non {s:?}");
+                }
+                rules += 1;
+            }
+        }
+        assert!(rules > 300, "only {rules} regular rules");
     }
 
     /// The reference reading of tagged text: left to right, free text

@@ -1,0 +1,601 @@
+//! [`LazyDfa`]: a byte DFA whose states are made the first time a walk
+//! reaches them, from the regex's Thompson NFA. Compiling it costs the NFA
+//! only; a grammar whose lexemes have thousands of states between them
+//! pays, at each step, only for the states that step reaches (the idea of
+//! llguidance's lexer and of `regex-automata`'s hybrid DFA, here with
+//! stable state ids, shared by threads, and states that can never accept
+//! cut off: every live state can still reach an accepting one).
+//!
+//! Made for regexes without look-around (anchors, word boundaries); those
+//! go to [`crate::ByteDfa`]. Past its limits (states, heap bytes) it stops
+//! making states: the transition is dead, which narrows the language, and
+//! [`LazyDfa::exhausted`] says so, for the caller to report as an error
+//! naming the limit.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use regex_automata::nfa::thompson::{self, State};
+use regex_automata::util::primitives::StateID;
+use regex_syntax::hir::Hir;
+use tokensieve_core::{GrammarError, Location};
+
+use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
+use crate::grow::Grow;
+
+const NOT_FORCED: u16 = 256;
+
+/// Lazy DFAs of this process that ran into a limit: a matcher compares it
+/// with the count it last saw, and looks at its own lexemes only when it
+/// moved.
+static EXHAUSTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many lazy DFAs of this process have run into a limit so far.
+pub fn exhaustions() -> usize {
+    EXHAUSTIONS.load(Ordering::SeqCst)
+}
+
+/// What is known of one state once it is made.
+#[derive(Debug)]
+struct Row {
+    /// By byte class.
+    trans: Box<[u32]>,
+    accepting: bool,
+    /// UTF-8 continuation bytes still owed (0 at a character boundary).
+    pending: u8,
+    /// The only byte a non-accepting state can take, if there is one.
+    forced: u16,
+}
+
+/// The part that makes states, one thread at a time.
+#[derive(Debug)]
+struct Builder {
+    /// The NFA states of each DFA state (0 is the dead state's, empty).
+    sets: Vec<Box<[u32]>>,
+    /// UTF-8 bytes owed in each DFA state.
+    pending: Vec<u8>,
+    ids: HashMap<Box<[u32]>, u32>,
+    /// Heap bytes of the sets and rows made so far.
+    bytes: usize,
+    /// Closure scratch: NFA states met in this closure (by generation).
+    mark: Vec<u32>,
+    generation: u32,
+    stack: Vec<u32>,
+}
+
+/// A DFA built as it is walked.
+pub struct LazyDfa {
+    nfa: thompson::NFA,
+    /// NFA states from which a match can be reached.
+    live: Vec<bool>,
+    classes: [u8; 256],
+    /// One byte of each class, and how many bytes the class holds.
+    reps: Vec<u8>,
+    class_size: Vec<u16>,
+    rows: Grow<Row>,
+    builder: Mutex<Builder>,
+    states: AtomicUsize,
+    max_states: usize,
+    max_bytes: usize,
+    exhausted: AtomicBool,
+}
+
+impl std::fmt::Debug for LazyDfa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyDfa")
+            .field("nfa_states", &self.nfa.states().len())
+            .field("states", &self.num_states())
+            .finish()
+    }
+}
+
+impl LazyDfa {
+    /// Whether `hir` can be built lazily: no look-around.
+    pub fn takes(hir: &Hir) -> bool {
+        hir.properties().look_set().is_empty()
+    }
+
+    /// Parses `pattern` (whole-output match, the regex-syntax dialect) and
+    /// makes its NFA.
+    pub fn build(pattern: &str, limits: &DfaLimits) -> Result<LazyDfa, GrammarError> {
+        LazyDfa::from_hir(&crate::dfa::parse(pattern)?, limits)
+    }
+
+    /// The lazy DFA of `hir`: its NFA now (within `nfa_size_limit`), its
+    /// states as they are reached, at most `max_dfa_states` of them and
+    /// `dfa_size_limit` heap bytes.
+    pub fn from_hir(hir: &Hir, limits: &DfaLimits) -> Result<LazyDfa, GrammarError> {
+        if !LazyDfa::takes(hir) {
+            return Err(GrammarError::Unsupported {
+                location: Location::None,
+                what: "look-around in a lazily built DFA".into(),
+            });
+        }
+        let nfa = compile_nfa(hir, limits.nfa_size_limit)?;
+        let live = co_reachable(&nfa);
+        let byte_classes = nfa.byte_classes();
+        let mut classes = [0u8; 256];
+        let mut reps = Vec::new();
+        let mut class_size = Vec::new();
+        for b in 0..=255u8 {
+            let c = byte_classes.get(b);
+            classes[b as usize] = c;
+            if c as usize == reps.len() {
+                reps.push(b);
+                class_size.push(0);
+            }
+            class_size[c as usize] += 1;
+        }
+        let n = nfa.states().len();
+        let dfa = LazyDfa {
+            nfa,
+            live,
+            classes,
+            reps,
+            class_size,
+            rows: Grow::default(),
+            builder: Mutex::new(Builder {
+                sets: vec![Box::new([])],
+                pending: vec![0],
+                ids: HashMap::new(),
+                bytes: 0,
+                mark: vec![0; n],
+                generation: 0,
+                stack: Vec::new(),
+            }),
+            states: AtomicUsize::new(1),
+            max_states: limits.max_dfa_states,
+            max_bytes: limits.dfa_size_limit,
+            exhausted: AtomicBool::new(false),
+        };
+        let _ = dfa.rows.get_or_init(DEAD, || Row {
+            trans: vec![DEAD; dfa.reps.len()].into_boxed_slice(),
+            accepting: false,
+            pending: 0,
+            forced: NOT_FORCED,
+        });
+        {
+            let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
+            let start = dfa.nfa.start_anchored().as_u32();
+            let set = dfa.closure(&mut b, &[start]);
+            if set.is_empty() {
+                return Err(GrammarError::InvalidSpec(
+                    "the regex matches no string at all".into(),
+                ));
+            }
+            let id = dfa.intern(&mut b, set, 0);
+            debug_assert_eq!(id, 1);
+        }
+        Ok(dfa)
+    }
+
+    /// The state at the start of the output.
+    #[inline]
+    pub fn start(&self) -> u32 {
+        1
+    }
+
+    #[inline(always)]
+    fn row(&self, state: u32) -> &Row {
+        match self.rows.get(state) {
+            Some(row) => row,
+            None => self.rows.get_or_init(state, || self.expand(state)),
+        }
+    }
+
+    /// The state after `byte` (dead when the byte cannot come next).
+    #[inline]
+    pub fn next(&self, state: u32, byte: u8) -> u32 {
+        self.row(state).trans[self.classes[byte as usize] as usize]
+    }
+
+    /// May the output end in `state`?
+    #[inline]
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.row(state).accepting
+    }
+
+    /// The one byte that must come next in `state` (a non-accepting state
+    /// with a single live byte), if any.
+    #[inline]
+    pub fn forced_byte(&self, state: u32) -> Option<u8> {
+        let f = self.row(state).forced;
+        (f != NOT_FORCED).then_some(f as u8)
+    }
+
+    /// Whether `state` sits on a UTF-8 character boundary.
+    #[inline]
+    pub fn at_char_boundary(&self, state: u32) -> bool {
+        self.row(state).pending == 0
+    }
+
+    /// One character of text from `state` (see [`crate::dfa::text_step`]).
+    pub fn text_step(&self, state: u32) -> Option<TextStep> {
+        crate::dfa::text_step(self, state)
+    }
+
+    /// Bytes that lead from `state` to a live state.
+    pub fn live_bytes(&self, state: u32) -> Vec<u8> {
+        (0..=255u8)
+            .filter(|&b| self.next(state, b) != DEAD)
+            .collect()
+    }
+
+    /// States made so far, the dead one included.
+    pub fn num_states(&self) -> usize {
+        self.states.load(Ordering::Relaxed)
+    }
+
+    /// The NFA's states (what compiling cost).
+    pub fn nfa_states(&self) -> usize {
+        self.nfa.states().len()
+    }
+
+    /// Whether a limit stopped the making of a state: some transition that
+    /// should lead somewhere was made dead, and the language is narrower
+    /// than the regex's from there on.
+    pub fn exhausted(&self) -> bool {
+        self.exhausted.load(Ordering::SeqCst)
+    }
+
+    /// The error that [`LazyDfa::exhausted`] stands for.
+    pub fn exhausted_error(&self) -> GrammarError {
+        let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        if b.sets.len() >= self.max_states {
+            GrammarError::LimitExceeded {
+                what: format!("a lexeme's lazily built DFA ({} states)", b.sets.len()),
+                limit: self.max_states,
+                knob: "max_dfa_states".into(),
+            }
+        } else {
+            GrammarError::LimitExceeded {
+                what: format!("a lexeme's lazily built DFA ({} heap bytes)", b.bytes),
+                limit: self.max_bytes,
+                knob: "dfa_size_limit".into(),
+            }
+        }
+    }
+
+    /// Heap bytes held (the NFA, the states made, their sets).
+    pub fn memory_bytes(&self) -> usize {
+        let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        self.nfa.memory_usage() + b.bytes + self.live.len() + b.mark.len() * 4
+    }
+
+    /// Makes the row of `state`: its successors by class (made as sets,
+    /// not yet expanded), whether it accepts, its forced byte.
+    fn expand(&self, state: u32) -> Row {
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let set = b.sets[state as usize].clone();
+        let pending = b.pending[state as usize];
+        let accepting = set.iter().any(|&q| {
+            matches!(
+                self.nfa.state(StateID::new_unchecked(q as usize)),
+                State::Match { .. }
+            )
+        });
+        let mut trans = Vec::with_capacity(self.reps.len());
+        let mut seeds = Vec::new();
+        for &byte in &self.reps {
+            seeds.clear();
+            for &q in set.iter() {
+                let to = match self.nfa.state(StateID::new_unchecked(q as usize)) {
+                    State::ByteRange { trans } => trans.matches_byte(byte).then_some(trans.next),
+                    State::Sparse(s) => s.matches_byte(byte),
+                    State::Dense(d) => d.matches_byte(byte),
+                    _ => None,
+                };
+                if let Some(to) = to {
+                    seeds.push(to.as_u32());
+                }
+            }
+            let next = if seeds.is_empty() {
+                DEAD
+            } else {
+                let next_set = self.closure(&mut b, &seeds);
+                if next_set.is_empty() {
+                    DEAD
+                } else {
+                    let owed = match byte {
+                        0x80..=0xBF => pending.saturating_sub(1),
+                        0xC0..=0xDF => 1,
+                        0xE0..=0xEF => 2,
+                        0xF0..=0xFF => 3,
+                        _ => 0,
+                    };
+                    self.intern(&mut b, next_set, owed)
+                }
+            };
+            trans.push(next);
+        }
+        b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
+        let mut forced = NOT_FORCED;
+        if !accepting {
+            let mut live = (0..trans.len()).filter(|&c| trans[c] != DEAD);
+            if let (Some(c), None) = (live.next(), live.next()) {
+                if self.class_size[c] == 1 {
+                    forced = self.reps[c] as u16;
+                }
+            }
+        }
+        Row {
+            trans: trans.into_boxed_slice(),
+            accepting,
+            pending,
+            forced,
+        }
+    }
+
+    /// The id of `set`, made now if it is new (dead past the limits).
+    fn intern(&self, b: &mut Builder, set: Vec<u32>, pending: u8) -> u32 {
+        if let Some(&id) = b.ids.get(set.as_slice()) {
+            return id;
+        }
+        let bytes = set.len() * 8 + 48;
+        if b.sets.len() >= self.max_states || b.bytes + bytes > self.max_bytes {
+            if !self.exhausted.swap(true, Ordering::SeqCst) {
+                EXHAUSTIONS.fetch_add(1, Ordering::SeqCst);
+            }
+            return DEAD;
+        }
+        let id = b.sets.len() as u32;
+        let set = set.into_boxed_slice();
+        b.bytes += bytes;
+        b.ids.insert(set.clone(), id);
+        b.sets.push(set);
+        b.pending.push(pending);
+        self.states.store(b.sets.len(), Ordering::Relaxed);
+        id
+    }
+
+    /// The states an NFA in `seeds` may be in before its next byte: the
+    /// ones that read a byte or match, from which a match can be reached,
+    /// sorted (a DFA state's key).
+    fn closure(&self, b: &mut Builder, seeds: &[u32]) -> Vec<u32> {
+        b.generation = b.generation.wrapping_add(1);
+        if b.generation == 0 {
+            b.mark.fill(0);
+            b.generation = 1;
+        }
+        let g = b.generation;
+        let mut out = Vec::new();
+        let mut stack = std::mem::take(&mut b.stack);
+        stack.clear();
+        stack.extend(seeds.iter().rev());
+        while let Some(q) = stack.pop() {
+            if b.mark[q as usize] == g || !self.live[q as usize] {
+                continue;
+            }
+            b.mark[q as usize] = g;
+            match self.nfa.state(StateID::new_unchecked(q as usize)) {
+                State::ByteRange { .. }
+                | State::Sparse(_)
+                | State::Dense(_)
+                | State::Match { .. } => out.push(q),
+                State::Union { alternates } => {
+                    stack.extend(alternates.iter().rev().map(|s| s.as_u32()))
+                }
+                State::BinaryUnion { alt1, alt2 } => {
+                    stack.push(alt2.as_u32());
+                    stack.push(alt1.as_u32());
+                }
+                State::Capture { next, .. } | State::Look { next, .. } => stack.push(next.as_u32()),
+                State::Fail => {}
+            }
+        }
+        b.stack = stack;
+        out.sort_unstable();
+        out
+    }
+}
+
+impl Automaton for LazyDfa {
+    #[inline]
+    fn start(&self) -> u32 {
+        1
+    }
+    #[inline]
+    fn next(&self, state: u32, byte: u8) -> u32 {
+        LazyDfa::next(self, state, byte)
+    }
+    #[inline]
+    fn is_accepting(&self, state: u32) -> bool {
+        LazyDfa::is_accepting(self, state)
+    }
+}
+
+thread_local! {
+    /// One NFA compiler a thread, with the limit it was configured for:
+    /// a compiler keeps its UTF-8 suffix cache (10,000 entries) from one
+    /// build to the next instead of allocating it afresh.
+    static COMPILER: std::cell::RefCell<Option<(usize, thompson::Compiler)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The Thompson NFA of `hir` (no captures), within `nfa_size_limit` heap
+/// bytes.
+fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, GrammarError> {
+    COMPILER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot
+            .as_ref()
+            .is_none_or(|(limit, _)| *limit != nfa_size_limit)
+        {
+            let mut compiler = thompson::Compiler::new();
+            compiler.configure(
+                thompson::Config::new()
+                    .nfa_size_limit(Some(nfa_size_limit))
+                    .which_captures(thompson::WhichCaptures::None),
+            );
+            *slot = Some((nfa_size_limit, compiler));
+        }
+        let (_, compiler) = slot.as_ref().expect("set above");
+        compiler
+            .build_from_hir(hir)
+            .map_err(|e| match e.size_limit() {
+                Some(limit) => GrammarError::LimitExceeded {
+                    what: "the regex's NFA (heap bytes)".into(),
+                    limit,
+                    knob: "nfa_size_limit".into(),
+                },
+                None => GrammarError::InvalidRegex {
+                    location: Location::None,
+                    message: e.to_string(),
+                },
+            })
+    })
+}
+
+/// Which NFA states can reach a match state.
+fn co_reachable(nfa: &thompson::NFA) -> Vec<bool> {
+    let n = nfa.states().len();
+    let each_edge = |mut edge: Box<dyn FnMut(usize, StateID) + '_>| {
+        for (q, state) in nfa.states().iter().enumerate() {
+            match state {
+                State::ByteRange { trans } => edge(q, trans.next),
+                State::Sparse(s) => s.transitions.iter().for_each(|t| edge(q, t.next)),
+                State::Dense(d) => d
+                    .transitions
+                    .iter()
+                    .filter(|&&t| t != StateID::ZERO)
+                    .for_each(|&t| edge(q, t)),
+                State::Look { next, .. } | State::Capture { next, .. } => edge(q, *next),
+                State::Union { alternates } => alternates.iter().for_each(|&t| edge(q, t)),
+                State::BinaryUnion { alt1, alt2 } => {
+                    edge(q, *alt1);
+                    edge(q, *alt2);
+                }
+                State::Fail | State::Match { .. } => {}
+            }
+        }
+    };
+    // Edges into each state, as one array (counted, then filled).
+    let mut start = vec![0u32; n + 1];
+    each_edge(Box::new(|_, to| start[to.as_usize() + 1] += 1));
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut from = vec![0u32; start[n] as usize];
+    each_edge(Box::new(|q, to| {
+        from[fill[to.as_usize()] as usize] = q as u32;
+        fill[to.as_usize()] += 1;
+    }));
+    let mut live = vec![false; n];
+    let mut stack: Vec<u32> = (0..n)
+        .filter(|&q| matches!(nfa.states()[q], State::Match { .. }))
+        .map(|q| q as u32)
+        .collect();
+    for &q in &stack {
+        live[q as usize] = true;
+    }
+    while let Some(q) = stack.pop() {
+        for &p in &from[start[q as usize] as usize..start[q as usize + 1] as usize] {
+            if !live[p as usize] {
+                live[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ByteDfa;
+    use crate::dfa::tests::limits;
+
+    /// Walks `text`; `None` when a byte is refused.
+    fn walk(a: &impl Automaton, text: &[u8]) -> Option<u32> {
+        let mut s = a.start();
+        for &b in text {
+            s = a.next(s, b);
+            if s == DEAD {
+                return None;
+            }
+        }
+        Some(s)
+    }
+
+    #[test]
+    fn lazy_and_eager_dfas_agree_on_every_prefix() {
+        let regexes = [
+            r#""([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*""#,
+            r"-?(0|[1-9][0-9]{0,15})(\.[0-9]+)?([eE][-+]?[0-9]+)?",
+            r"(a|b)*a(a|b){3}",
+            r"([ \t\n]|//[^\n]*\n|/\*([^*]|\*+[^*/])*\*+/)*",
+            r"é{2,3}|中+x|😀?",
+            // Dead ends: `b` cannot be followed by anything that matches.
+            r"a+|b[^\x00-\x{10FFFF}]",
+        ];
+        let texts: [&[u8]; 14] = [
+            b"",
+            b"\"ab\\n\\u00e9\"",
+            b"\"a",
+            b"-12.5e+3",
+            b"0123",
+            b"abaab",
+            b"aaaa",
+            b"// x\n/* ** */ \t",
+            b"/* *",
+            "éé".as_bytes(),
+            "ééé".as_bytes(),
+            "中中x".as_bytes(),
+            "😀".as_bytes(),
+            b"b",
+        ];
+        for regex in regexes {
+            let eager = ByteDfa::build(regex, &limits()).unwrap();
+            let lazy = LazyDfa::build(regex, &limits()).unwrap();
+            for text in texts {
+                for end in 0..=text.len() {
+                    let (e, l) = (walk(&eager, &text[..end]), walk(&lazy, &text[..end]));
+                    assert_eq!(e.is_some(), l.is_some(), "{regex} on {:?}", &text[..end]);
+                    if let (Some(e), Some(l)) = (e, l) {
+                        assert_eq!(eager.is_accepting(e), lazy.is_accepting(l), "{regex}");
+                        assert_eq!(eager.forced_byte(e), lazy.forced_byte(l), "{regex}");
+                        assert_eq!(eager.at_char_boundary(e), lazy.at_char_boundary(l));
+                        assert_eq!(eager.live_bytes(e), lazy.live_bytes(l), "{regex}");
+                    }
+                }
+            }
+            assert!(!lazy.exhausted());
+        }
+    }
+
+    #[test]
+    fn states_are_made_only_as_walked() {
+        let lazy = LazyDfa::build(r"[a-z]{0,500}!", &limits()).unwrap();
+        assert_eq!(lazy.num_states(), 2, "the dead state and the start");
+        let end = walk(&lazy, b"abc!").unwrap();
+        assert!(lazy.is_accepting(end));
+        assert!(lazy.num_states() < 10, "{}", lazy.num_states());
+    }
+
+    #[test]
+    fn a_state_limit_narrows_and_says_so() {
+        let small = DfaLimits {
+            max_dfa_states: 8,
+            ..limits()
+        };
+        let lazy = LazyDfa::build(r"[a-z]{0,500}!", &small).unwrap();
+        assert!(walk(&lazy, b"abc!").is_some());
+        assert!(!lazy.exhausted());
+        assert!(
+            walk(&lazy, b"abcdefgh").is_none(),
+            "no states past the limit"
+        );
+        assert!(lazy.exhausted());
+        let err = lazy.exhausted_error().to_string();
+        assert!(err.contains("max_dfa_states"), "{err}");
+    }
+
+    #[test]
+    fn a_regex_of_no_string_and_look_around_are_refused() {
+        assert!(LazyDfa::build(r"[^\x00-\x{10FFFF}]", &limits()).is_err());
+        assert!(LazyDfa::build(r"(?-u:\b)a", &limits()).is_err());
+        assert!(LazyDfa::build(r"a$", &limits()).is_err());
+    }
+}
