@@ -20,7 +20,6 @@
 use crate::grow::Grow;
 use crate::minimize::hopcroft;
 use regex_automata::dfa::{Automaton as _, StartKind, dense};
-use regex_automata::nfa::thompson;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::Hir;
@@ -253,24 +252,7 @@ impl ByteDfa {
                     .into(),
             });
         }
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .nfa_size_limit(Some(limits.nfa_size_limit))
-                    .which_captures(thompson::WhichCaptures::None),
-            )
-            .build_from_hir(&hir)
-            .map_err(|e| match e.size_limit() {
-                Some(limit) => GrammarError::LimitExceeded {
-                    what: "the regex's NFA (heap bytes)".into(),
-                    limit,
-                    knob: "nfa_size_limit".into(),
-                },
-                None => GrammarError::InvalidRegex {
-                    location: Location::None,
-                    message: e.to_string(),
-                },
-            })?;
+        let nfa = crate::lazy::compile_nfa(&hir, limits.nfa_size_limit)?;
         let dense = dense::Builder::new()
             .configure(
                 dense::Config::new()

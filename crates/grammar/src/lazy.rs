@@ -414,8 +414,8 @@ thread_local! {
 }
 
 /// The Thompson NFA of `hir` (no captures), within `nfa_size_limit` heap
-/// bytes.
-fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, GrammarError> {
+/// bytes (for the eager [`crate::ByteDfa`] too).
+pub(crate) fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, GrammarError> {
     COMPILER.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot
