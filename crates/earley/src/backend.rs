@@ -15,6 +15,7 @@ use tokensieve_grammar::regular::choice_regex;
 use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie, json_schema};
 
 use crate::config::EarleyConfig;
+use crate::lexeme::Lexeme;
 use crate::lower::{Lowering, json_object_gbnf};
 use crate::matcher::EarleyMatcher;
 use crate::parser::{Budget, Cfg, ESet, SummaryCache, initial_set};
@@ -53,6 +54,13 @@ fn schema_limits() -> json_schema::LoweringLimits {
     }
 }
 
+/// A compile's mask summaries, kept for the next compile of its constraint.
+struct SharedSummaries {
+    key: CacheKey,
+    lexemes: Vec<Arc<Lexeme>>,
+    cache: Arc<SummaryCache>,
+}
+
 /// The earley backend for one vocabulary: holds the vocabulary's token trie
 /// (shared with every backend on the same vocabulary).
 pub struct EarleyBackend {
@@ -61,7 +69,9 @@ pub struct EarleyBackend {
     trie: Arc<TokenTrie>,
     /// Summaries of recently compiled constraints, by cache key, so a
     /// recompile starts warm ([`EarleyConfig::shared_summaries`]).
-    summaries: Mutex<Vec<(CacheKey, Arc<SummaryCache>)>>,
+    /// Each with the lexemes its summaries were made with (kept alive, so
+    /// no other lexeme can take their place).
+    summaries: Mutex<Vec<SharedSummaries>>,
 }
 
 impl std::fmt::Debug for EarleyBackend {
@@ -86,24 +96,37 @@ impl EarleyBackend {
     }
 
     /// The summary cache for `key`: the one a recent compile of the same
-    /// constraint left, or a new one (kept for the next compile).
-    fn summary_cache(&self, key: CacheKey) -> Arc<SummaryCache> {
+    /// constraint left, or a new one (kept for the next compile). Only a
+    /// compile with the very same lexemes takes a kept one: summaries name
+    /// lexeme states by id, and a lazily built lexeme numbers its states in
+    /// the order walks reach them, so the same regex built afresh (a cold
+    /// compile, a lexeme the process cache dropped) numbers them otherwise.
+    fn summary_cache(&self, key: CacheKey, lexemes: &[Arc<Lexeme>]) -> Arc<SummaryCache> {
         let limit = self.config.shared_summaries;
         if limit == 0 {
             return Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
         }
+        let same = |kept: &[Arc<Lexeme>]| {
+            kept.len() == lexemes.len() && kept.iter().zip(lexemes).all(|(a, b)| Arc::ptr_eq(a, b))
+        };
         let mut kept = self.summaries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = kept.iter().position(|(k, _)| *k == key) {
+        if let Some(i) = kept.iter().position(|e| e.key == key) {
             let entry = kept.remove(i);
-            let cache = entry.1.clone();
-            kept.push(entry);
-            return cache;
+            if same(&entry.lexemes) {
+                let cache = entry.cache.clone();
+                kept.push(entry);
+                return cache;
+            }
         }
         if kept.len() >= limit {
             kept.remove(0);
         }
         let cache = Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
-        kept.push((key, cache.clone()));
+        kept.push(SharedSummaries {
+            key,
+            lexemes: lexemes.to_vec(),
+            cache: cache.clone(),
+        });
         cache
     }
 
@@ -195,7 +218,7 @@ impl EarleyBackend {
         Ok(EarleyGrammar {
             inner: Arc::new(GrammarInner {
                 initial: Arc::new(initial),
-                summaries: self.summary_cache(constraint.cache_key()),
+                summaries: self.summary_cache(constraint.cache_key(), &cfg.lexemes),
                 cfg,
                 trie: self.trie.clone(),
                 vocab: self.vocab.clone(),

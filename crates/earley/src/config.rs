@@ -19,8 +19,9 @@ pub struct EarleyConfig {
     /// Default 2,000.
     pub max_lexeme_states: usize,
     /// Most states of all the lexemes of one grammar together (DFA states
-    /// of eager lexemes, NFA states of lazy ones): bounds a compile's memory
-    /// whatever the grammar. Default 200,000.
+    /// of eager lexemes; for lazy ones a quarter of their NFA states, about
+    /// the DFA states an NFA that size stands for): bounds a compile's
+    /// memory whatever the grammar. Default 200,000.
     pub max_total_lexeme_states: usize,
     /// Longest regex of one lexeme, in bytes; longer regular rules stay
     /// grammar rules. Default 64 KiB.

@@ -2,8 +2,9 @@
 //! to the flat [`Cfg`] the parser walks.
 //!
 //! The regular parts of the grammar become lexemes: every rule whose
-//! language is regular ([`Grammar::rule_regexes`]) and whose DFA stays
-//! under [`EarleyConfig::max_lexeme_states`] is one lexeme, and runs of
+//! language is regular ([`Grammar::rule_regexes`]) and small enough for
+//! [`EarleyConfig::max_lexeme_states`] (by its measure, or its DFA when
+//! lexemes are built eagerly) is one lexeme, and runs of
 //! consecutive regular symbols in an alternative (`"{" ws`, `string ws ":"
 //! ws`) are merged into one. What is left are the rules that really
 //! recurse; the parser only works at their boundaries.
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use regex_syntax::hir::Hir;
 use tokensieve_core::{CancelToken, GrammarError};
 use tokensieve_grammar::lazy::LazyDfa;
-use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, weight};
+use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, regex_text, weight};
 use tokensieve_grammar::regular::{
     Measure, RuleHirs, terminal_hir, terminal_measure, terminal_regex,
 };
@@ -188,7 +189,9 @@ impl<'a> Lowering<'a> {
     /// another form of the grammar), or with `split`, is taken apart
     /// ([`PieceGrammar::fit`]) only as far as needed: a big object's
     /// members become rules while each string or number in it stays one
-    /// lexeme.
+    /// lexeme. With [`EarleyConfig::lazy_lexemes`] (the default) "too big"
+    /// is read from a piece's syntax tree ([`Lowering::fits_lazily_in`])
+    /// and no DFA is built here; without, from building its DFA.
     pub(crate) fn pieces(mut self, g: &PieceGrammar, split: bool) -> Result<Cfg, GrammarError> {
         let mut g = g.clone();
         // Rules from here on are helpers of pieces taken apart: their
@@ -211,10 +214,12 @@ impl<'a> Lowering<'a> {
             let mut starts = Vec::with_capacity(alternatives.len());
             for alt in &alternatives {
                 starts.push(self.syms.len() as u32);
-                let mut run: Vec<String> = Vec::new();
+                let mut run: Vec<(String, Arc<Hir>)> = Vec::new();
                 for piece in alt {
                     match piece {
-                        PieceKind::Regex { regex, .. } => run.push(regex.clone()),
+                        PieceKind::Regex { regex, tree, .. } => {
+                            run.push((regex.clone(), tree.clone()));
+                        }
                         PieceKind::Rule(t) => {
                             self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
                             self.syms.push(Sym::Rule(*t as u32));
@@ -246,21 +251,106 @@ impl<'a> Lowering<'a> {
     /// `split` says so.
     fn flush_pieces(
         &mut self,
-        run: &mut Vec<String>,
+        run: &mut Vec<(String, Arc<Hir>)>,
         max: usize,
         join: bool,
         split: bool,
         g: &mut PieceGrammar,
     ) -> Result<(), GrammarError> {
+        if self.config.lazy_lexemes {
+            return self.flush_pieces_lazy(run, max, join, split, g);
+        }
+        let mut run: Vec<String> = run.drain(..).map(|(regex, _)| regex).collect();
         if !split {
-            return self.flush_limit(run, max);
+            return self.flush_limit(&mut run, max);
         }
         // Not in helper rules: their regexes are the parts of one too big.
-        if join && self.joined(run, max)? {
+        if join && self.joined(&mut run, max)? {
             return Ok(());
         }
-        for regex in std::mem::take(run) {
+        for regex in run {
             self.regex_or_parts(&regex, max, g)?;
+        }
+        Ok(())
+    }
+
+    /// [`Lowering::flush_pieces`] with lazily built lexemes, decided by
+    /// the pieces' measures ([`Lowering::fits_lazily_in`]) instead of by
+    /// building their DFAs: the run joined into one lexeme when `join` and
+    /// it is light enough, else one lexeme a piece; a piece too heavy is
+    /// taken apart ([`PieceGrammar::fit_tree`]) with `split`, and is a
+    /// [`GrammarError::LimitExceeded`] without.
+    fn flush_pieces_lazy(
+        &mut self,
+        run: &mut Vec<(String, Arc<Hir>)>,
+        max: usize,
+        join: bool,
+        split: bool,
+        g: &mut PieceGrammar,
+    ) -> Result<(), GrammarError> {
+        if run.is_empty() {
+            return Ok(());
+        }
+        let measures: Vec<Measure> = run.iter().map(|(_, tree)| Measure::of(tree)).collect();
+        if join && run.len() > 1 && self.fits_lazily_in(Measure::join(measures.clone()), max) {
+            let key: String = run.iter().map(|(r, _)| format!("(?:{r})")).collect();
+            let id = self.lazy_id(&key, || {
+                Ok(Arc::new(Hir::concat(
+                    run.iter().map(|(_, tree)| (**tree).clone()).collect(),
+                )))
+            })?;
+            self.syms.push(Sym::Lex(id));
+            run.clear();
+            return Ok(());
+        }
+        for ((regex, tree), m) in std::mem::take(run).into_iter().zip(measures) {
+            if self.fits_lazily_in(m, max) {
+                let id = self.lazy_id(&regex, || Ok(tree))?;
+                self.syms.push(Sym::Lex(id));
+            } else if split {
+                self.lazy_parts(&tree, max, g)?;
+            } else {
+                return Err(GrammarError::LimitExceeded {
+                    what: format!(
+                        "a regex piece of weight {} and depth {} for one lexeme",
+                        m.weight, m.depth
+                    ),
+                    limit: max,
+                    knob: "max_dfa_states".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A piece too heavy for one lazily built lexeme, taken apart only as
+    /// far as needed ([`PieceGrammar::fit_tree`]): its parts get the lexeme
+    /// limit, as in [`Lowering::regex_or_parts`].
+    fn lazy_parts(
+        &mut self,
+        tree: &Hir,
+        max: usize,
+        g: &mut PieceGrammar,
+    ) -> Result<(), GrammarError> {
+        let part_max = self.config.max_lexeme_states.min(max);
+        let pieces = g.fit_tree(tree.clone(), &mut |hir, depth| {
+            let max = if depth == 0 { max } else { part_max };
+            if !self.fits_lazily_in(Measure::of(hir), max) {
+                return Ok(None);
+            }
+            regex_text(hir).map(Some)
+        })?;
+        for piece in pieces {
+            match piece {
+                PieceKind::Regex { regex, tree, .. } => {
+                    let id = self.lazy_id(&regex, || Ok(tree))?;
+                    self.syms.push(Sym::Lex(id));
+                }
+                PieceKind::Rule(t) => self.syms.push(Sym::Rule(t as u32)),
+                PieceKind::Intersection { .. } => {
+                    unreachable!("a regex is taken apart into regexes and rules")
+                }
+            }
         }
         Ok(())
     }
@@ -284,7 +374,7 @@ impl<'a> Lowering<'a> {
             if weight(hir) > (max * WEIGHT_A_STATE) as u64 {
                 return Ok(None);
             }
-            let text = hir.to_string();
+            let text = regex_text(hir)?;
             if text.len() > self.config.max_lexeme_regex_len {
                 return Ok(None);
             }
@@ -390,7 +480,7 @@ impl<'a> Lowering<'a> {
                         .iter()
                         .map(|s| tree(s, trees))
                         .collect::<Result<Vec<Hir>, GrammarError>>()?;
-                    Ok(Hir::concat(parts))
+                    Ok(Arc::new(Hir::concat(parts)))
                 })?;
                 self.syms.push(Sym::Lex(id));
                 run.clear();
@@ -398,18 +488,28 @@ impl<'a> Lowering<'a> {
             }
         }
         for (r, source) in std::mem::take(run).into_iter().zip(sources) {
-            let id = self.lazy_id(&r, || tree(&source, trees))?;
+            let id = self.lazy_id(&r, || tree(&source, trees).map(Arc::new))?;
             self.syms.push(Sym::Lex(id));
         }
         Ok(())
     }
 
-    /// Whether a tree is light enough for one lazily built lexeme: about
-    /// [`WEIGHT_A_STATE`] × `max_lexeme_states` NFA states at most, and no
-    /// deeper than [`MAX_TREE_DEPTH`].
+    /// Whether a grammar's tree is light enough for one lazily built
+    /// lexeme: [`Lowering::fits_lazily_in`] `max_lexeme_states`.
     fn fits_lazily(&self, m: Measure) -> bool {
-        m.weight <= (self.config.max_lexeme_states * WEIGHT_A_STATE) as u64
-            && m.depth <= MAX_TREE_DEPTH
+        self.fits_lazily_in(m, self.config.max_lexeme_states)
+    }
+
+    /// Whether a tree is light enough for one lazily built lexeme where an
+    /// eager one would get `max` states: about [`WEIGHT_A_STATE`] × `max`
+    /// NFA states at most, and no more than `max_dfa_states` (the lazy
+    /// DFA's own limit: a counted repetition has about as many DFA states
+    /// as NFA states), no deeper than [`MAX_TREE_DEPTH`].
+    fn fits_lazily_in(&self, m: Measure, max: usize) -> bool {
+        let bound = max
+            .saturating_mul(WEIGHT_A_STATE)
+            .min(self.config.max_dfa_states);
+        m.weight <= bound as u64 && m.depth <= MAX_TREE_DEPTH
     }
 
     /// The lazily built lexeme of the regex `key`, its tree made by `tree`
@@ -417,7 +517,7 @@ impl<'a> Lowering<'a> {
     fn lazy_id(
         &mut self,
         key: &str,
-        tree: impl FnOnce() -> Result<Hir, GrammarError>,
+        tree: impl FnOnce() -> Result<Arc<Hir>, GrammarError>,
     ) -> Result<u32, GrammarError> {
         if let Some(&id) = self.lexeme_ids.get(key) {
             return Ok(id);
@@ -430,7 +530,7 @@ impl<'a> Lowering<'a> {
             self.words,
             &limits,
             self.config.shared_lexemes,
-            || LazyDfa::from_hir(&tree()?, &limits),
+            || LazyDfa::from_hir(&*tree()?, &limits),
         )?;
         self.add_lexeme(key.to_string(), l)
     }

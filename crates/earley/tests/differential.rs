@@ -349,7 +349,7 @@ fn compiles_are_bounded() {
     assert!(m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting());
 
     let config = EarleyConfig {
-        max_total_lexeme_states: 10,
+        max_total_lexeme_states: 3,
         ..EarleyConfig::default()
     };
     let small = EarleyBackend::new(vocab.clone(), config);

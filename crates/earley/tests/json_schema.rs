@@ -417,13 +417,22 @@ fn minus_zero_as_zero(text: &[u8]) -> Vec<u8> {
 /// Regexes too big for one lexeme are taken apart only as far as needed
 /// (`PieceGrammar::fit`): under tiny automaton limits every hand-written
 /// schema is served that way, and the language is the same.
+/// Both ways: lazily built lexemes (split by their measure) and eager ones
+/// (split where their DFA does not fit).
 #[test]
 fn pieces_taken_apart_keep_the_language() {
+    for lazy_lexemes in [true, false] {
+        pieces_taken_apart_keep_the_language_with(lazy_lexemes);
+    }
+}
+
+fn pieces_taken_apart_keep_the_language_with(lazy_lexemes: bool) {
     let tiny = EarleyBackend::new(
         Arc::new(tokensieve_core::vocab::fixtures::json_tiny()),
         EarleyConfig {
             max_dfa_states: 40,
             max_lexeme_states: 12,
+            lazy_lexemes,
             ..EarleyConfig::default()
         },
     );
@@ -455,7 +464,8 @@ fn pieces_taken_apart_keep_the_language() {
             (lexemes, rules)
         );
         helper_rules += apart.1 - rules;
-        match differential_on(&tiny, name, schema, 200, 40 + i as u64) {
+        let label = format!("{name} (lazy lexemes: {lazy_lexemes})");
+        match differential_on(&tiny, &label, schema, 200, 40 + i as u64) {
             Ok(n) => assert!(n > 0, "{name}: nothing accepted, so nothing was checked"),
             Err(e) => failures.push(e),
         }
@@ -490,7 +500,7 @@ fn pieces_taken_apart_keep_the_language() {
             assert_eq!(
                 accepts(&tiny, &constraint, text.as_bytes()),
                 valid.contains(&n),
-                "{schema} taken apart, on {text}"
+                "{schema} taken apart (lazy lexemes: {lazy_lexemes}), on {text}"
             );
         }
     }

@@ -468,12 +468,7 @@ impl Automaton for ByteDfa {
 /// The syntax tree of `pattern` (the regex-syntax dialect, UTF-8 only), as
 /// [`ByteDfa::build`] reads it; errors name the construct and its offset.
 pub fn parse(pattern: &str) -> Result<Hir, GrammarError> {
-    regex_syntax::ParserBuilder::new()
-        .utf8(true)
-        .nest_limit(256)
-        .build()
-        .parse(pattern)
-        .map_err(|e| syntax_error(pattern, &e))
+    crate::syntax::parse(pattern, 256).map_err(|e| syntax_error(pattern, &e))
 }
 
 /// Turns a `regex-syntax` error into ours, naming the construct and offset.

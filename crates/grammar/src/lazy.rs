@@ -13,8 +13,8 @@
 //! naming the limit.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use regex_automata::nfa::thompson::{self, State};
 use regex_automata::util::primitives::StateID;
@@ -25,6 +25,10 @@ use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
 
 const NOT_FORCED: u16 = 256;
+
+/// Steps a state of trial that [`crate::bisim::representatives`] may
+/// spend on pairs it cannot prove.
+const BISIM_BUDGET: usize = 8;
 
 /// Lazy DFAs of this process that ran into a limit: a matcher compares it
 /// with the count it last saw, and looks at its own lexemes only when it
@@ -69,6 +73,11 @@ pub struct LazyDfa {
     nfa: thompson::NFA,
     /// NFA states from which a match can be reached.
     live: Vec<bool>,
+    /// The representative of each NFA state's class of states with the
+    /// same future ([`crate::bisim`]): every DFA state but the start is a
+    /// set of these. Found when the first state is expanded (a walk's
+    /// cost, not the compile's).
+    canon: OnceLock<Vec<u32>>,
     classes: [u8; 256],
     /// One byte of each class, and how many bytes the class holds.
     reps: Vec<u8>,
@@ -131,6 +140,7 @@ impl LazyDfa {
         let dfa = LazyDfa {
             nfa,
             live,
+            canon: OnceLock::new(),
             classes,
             reps,
             class_size,
@@ -158,7 +168,7 @@ impl LazyDfa {
         {
             let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
             let start = dfa.nfa.start_anchored().as_u32();
-            let set = dfa.closure(&mut b, &[start]);
+            let set = dfa.closure(&mut b, &[start], None);
             if set.is_empty() {
                 return Err(GrammarError::InvalidSpec(
                     "the regex matches no string at all".into(),
@@ -277,6 +287,9 @@ impl LazyDfa {
         });
         let mut trans = Vec::with_capacity(self.reps.len());
         let mut seeds = Vec::new();
+        // Most classes of a wide state (a string body) lead to one of a few
+        // states: each distinct seed set is closed and interned once.
+        let mut made: Vec<(Vec<u32>, u8, u32)> = Vec::new();
         for &byte in &self.reps {
             seeds.clear();
             for &q in set.iter() {
@@ -290,22 +303,31 @@ impl LazyDfa {
                     seeds.push(to.as_u32());
                 }
             }
+            let owed = match byte {
+                0x80..=0xBF => pending.saturating_sub(1),
+                0xC0..=0xDF => 1,
+                0xE0..=0xEF => 2,
+                0xF0..=0xFF => 3,
+                _ => 0,
+            };
             let next = if seeds.is_empty() {
                 DEAD
+            } else if let Some(&(_, _, id)) =
+                made.iter().find(|(s, o, _)| *o == owed && *s == seeds)
+            {
+                id
             } else {
-                let next_set = self.closure(&mut b, &seeds);
-                if next_set.is_empty() {
+                let canon = self
+                    .canon
+                    .get_or_init(|| crate::bisim::representatives(&self.nfa, BISIM_BUDGET));
+                let next_set = self.closure(&mut b, &seeds, Some(canon));
+                let id = if next_set.is_empty() {
                     DEAD
                 } else {
-                    let owed = match byte {
-                        0x80..=0xBF => pending.saturating_sub(1),
-                        0xC0..=0xDF => 1,
-                        0xE0..=0xEF => 2,
-                        0xF0..=0xFF => 3,
-                        _ => 0,
-                    };
                     self.intern(&mut b, next_set, owed)
-                }
+                };
+                made.push((seeds.clone(), owed, id));
+                id
             };
             trans.push(next);
         }
@@ -352,7 +374,7 @@ impl LazyDfa {
     /// The states an NFA in `seeds` may be in before its next byte: the
     /// ones that read a byte or match, from which a match can be reached,
     /// sorted (a DFA state's key).
-    fn closure(&self, b: &mut Builder, seeds: &[u32]) -> Vec<u32> {
+    fn closure(&self, b: &mut Builder, seeds: &[u32], canon: Option<&[u32]>) -> Vec<u32> {
         b.generation = b.generation.wrapping_add(1);
         if b.generation == 0 {
             b.mark.fill(0);
@@ -372,7 +394,7 @@ impl LazyDfa {
                 State::ByteRange { .. }
                 | State::Sparse(_)
                 | State::Dense(_)
-                | State::Match { .. } => out.push(q),
+                | State::Match { .. } => out.push(canon.map_or(q, |c| c[q as usize])),
                 State::Union { alternates } => {
                     stack.extend(alternates.iter().rev().map(|s| s.as_u32()))
                 }
@@ -386,6 +408,7 @@ impl LazyDfa {
         }
         b.stack = stack;
         out.sort_unstable();
+        out.dedup();
         out
     }
 }
@@ -590,6 +613,70 @@ mod tests {
         assert!(lazy.exhausted());
         let err = lazy.exhausted_error().to_string();
         assert!(err.contains("max_dfa_states"), "{err}");
+    }
+
+    /// Copies of a sub-expression with one continuation (a JSON array's
+    /// items, members reachable several ways) make one set of DFA states:
+    /// a walk over many items makes about as many states as over two.
+    /// Random texts over copy-heavy regexes: lazy (with the copies merged)
+    /// and eager agree on every prefix.
+    #[test]
+    fn copies_of_a_sub_expression_share_their_states() {
+        let item = r#"\{"(?:name|id)":(?:"[a-z]*"|[0-9]+)\}"#;
+        let array = format!(r"\[(?:{item}(?:,{item})*)?\]");
+        let lazy = LazyDfa::build(&array, &limits()).unwrap();
+        let two = br#"[{"name":"ab"},{"id":12}]"#;
+        assert!(walk(&lazy, two).is_some_and(|s| lazy.is_accepting(s)));
+        let after_two = lazy.num_states();
+        let many = br#"[{"id":1},{"name":"x"},{"id":77},{"name":"yz"},{"id":3}]"#;
+        assert!(walk(&lazy, many).is_some_and(|s| lazy.is_accepting(s)));
+        assert!(
+            lazy.num_states() <= after_two + 2,
+            "{after_two} states after two items, {} after five",
+            lazy.num_states()
+        );
+
+        // Copies that differ only at their ends are not merged.
+        let near = LazyDfa::build(r"(?:abcdefgh1,)*abcdefgh2|xabcdefgh3", &limits()).unwrap();
+        for (text, ok) in [
+            (&b"abcdefgh1,abcdefgh2"[..], true),
+            (b"abcdefgh2", true),
+            (b"abcdefgh1,abcdefgh1", false),
+            (b"abcdefgh2,abcdefgh2", false),
+            (b"xabcdefgh3", true),
+            (b"xabcdefgh2", false),
+        ] {
+            let end = walk(&near, text).filter(|&s| near.is_accepting(s));
+            assert_eq!(end.is_some(), ok, "{}", String::from_utf8_lossy(text));
+        }
+
+        let regexes = [
+            array.clone(),
+            r"(?:ab|cd)(?:,(?:ab|cd))*|(?:ab|ce)(?:;(?:ab|ce))*".to_string(),
+            r"a(?:,b)?(?:,c)?|b(?:,c)?|c|(?:b|c)(?:x|y)*z".to_string(),
+        ];
+        let mut rng = tokensieve_core::testing::SplitMix64(11);
+        let alphabet = br#"abcdexyz,;[]{}"nmi:0123"#;
+        for regex in &regexes {
+            let lazy = LazyDfa::build(regex, &limits()).unwrap();
+            let eager = ByteDfa::build(regex, &limits()).unwrap();
+            for _ in 0..2_000 {
+                let len = rng.below(30);
+                let text: Vec<u8> = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                let (mut l, mut e) = (lazy.start(), eager.start());
+                for &byte in &text {
+                    l = lazy.next(l, byte);
+                    e = eager.next(e, byte);
+                    assert_eq!(l == DEAD, e == DEAD, "{regex} on {text:?}");
+                    if l == DEAD {
+                        break;
+                    }
+                    assert_eq!(lazy.is_accepting(l), eager.is_accepting(e), "{regex}");
+                }
+            }
+        }
     }
 
     #[test]

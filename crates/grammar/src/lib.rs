@@ -49,6 +49,7 @@
 //!
 //! [`GrammarError::InvalidGrammar`]: tokensieve_core::GrammarError::InvalidGrammar
 
+mod bisim;
 pub mod compose;
 pub mod dfa;
 pub mod gbnf;
@@ -60,6 +61,7 @@ mod minimize;
 pub mod pieces;
 mod recognizer;
 pub mod regular;
+pub mod syntax;
 #[doc(hidden)]
 pub mod testing;
 pub mod trie;

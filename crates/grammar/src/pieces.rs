@@ -17,6 +17,8 @@
 //! placeholders, is a reference; a class that mixes them with other
 //! characters is a plain class.
 
+use std::sync::Arc;
+
 use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 use tokensieve_core::GrammarError;
 
@@ -31,6 +33,9 @@ pub enum Piece {
         regex: String,
         /// Whether it matches the empty string.
         nullable: bool,
+        /// Its syntax tree (`regex` parses to the same language), for a
+        /// backend that builds its automaton without parsing `regex`.
+        tree: Arc<Hir>,
     },
     /// A reference to a rule (an index into [`PieceGrammar::rules`]).
     Rule(usize),
@@ -136,7 +141,7 @@ pub fn split_with(
         }
         let hir = parse(text, limits, i)?;
         let alternatives = match s.walk(&hir)? {
-            Walked::Plain => vec![vec![plain(&hir)?]],
+            Walked::Plain => vec![vec![plain(hir)?]],
             Walked::Pieces(pieces) => vec![pieces],
         };
         s.rules[i] = alternatives;
@@ -146,15 +151,10 @@ pub fn split_with(
 
 /// Rule `i`'s regex `text`, parsed.
 fn parse(text: &str, limits: &PieceLimits, i: usize) -> Result<Hir, GrammarError> {
-    regex_syntax::ParserBuilder::new()
-        .nest_limit(limits.max_nest)
-        .utf8(true)
-        .build()
-        .parse(text)
-        .map_err(|e| GrammarError::InvalidRegex {
-            location: tokensieve_core::Location::None,
-            message: format!("rule {i} of a regex grammar: {e}"),
-        })
+    crate::syntax::parse(text, limits.max_nest).map_err(|e| GrammarError::InvalidRegex {
+        location: tokensieve_core::Location::None,
+        message: format!("rule {i} of a regex grammar: {e}"),
+    })
 }
 
 /// The question [`PieceGrammar::fit`] asks of a sub-expression (and its
@@ -179,7 +179,11 @@ impl PieceGrammar {
     /// can tell are too big ([`weight`]). An error when a literal or a
     /// class does not fit.
     pub fn fit(&mut self, regex: &str, fits: &mut Fits<'_>) -> Result<Vec<Piece>, GrammarError> {
-        let hir = parse(regex, &PieceLimits::default(), 0)?;
+        self.fit_tree(parse(regex, &PieceLimits::default(), 0)?, fits)
+    }
+
+    /// [`PieceGrammar::fit`] of a syntax tree (a [`Piece::Regex`]'s).
+    pub fn fit_tree(&mut self, hir: Hir, fits: &mut Fits<'_>) -> Result<Vec<Piece>, GrammarError> {
         let mut out = Vec::new();
         self.fit_hir(hir, 0, fits, &mut out)?;
         Ok(out)
@@ -196,6 +200,7 @@ impl PieceGrammar {
             out.push(Piece::Regex {
                 nullable: hir.properties().minimum_len() == Some(0),
                 regex,
+                tree: Arc::new(hir),
             });
             return Ok(());
         }
@@ -428,21 +433,21 @@ impl Splitter<'_> {
                 Walked::Plain => run.push(sub.clone()),
                 Walked::Pieces(p) => {
                     if !run.is_empty() {
-                        pieces.push(plain(&Hir::concat(std::mem::take(&mut run)))?);
+                        pieces.push(plain(Hir::concat(std::mem::take(&mut run)))?);
                     }
                     pieces.extend(p);
                 }
             }
         }
         if !run.is_empty() {
-            pieces.push(plain(&Hir::concat(run))?);
+            pieces.push(plain(Hir::concat(run))?);
         }
         if let Some((k, (rep, per_block))) = long {
             let rest = &subs[k + 1..];
             let continuation = match self.sequence(rest)? {
                 Some(p) => p,
                 None if rest.is_empty() => Vec::new(),
-                None => vec![plain(&Hir::concat(rest.to_vec()))?],
+                None => vec![plain(Hir::concat(rest.to_vec()))?],
             };
             pieces.extend(self.blocks(rep, per_block, continuation)?);
         }
@@ -511,7 +516,7 @@ impl Splitter<'_> {
     ) -> Result<Vec<Piece>, GrammarError> {
         let b = b.max(1);
         let copies = |min: u32, max: Option<u32>| {
-            plain(&Hir::repetition(Repetition {
+            plain(Hir::repetition(Repetition {
                 min,
                 max,
                 greedy: true,
@@ -623,7 +628,7 @@ impl Splitter<'_> {
                 let mut alternatives = Vec::with_capacity(subs.len());
                 for (sub, w) in subs.iter().zip(walked) {
                     alternatives.push(match w {
-                        Walked::Plain => vec![plain(sub)?],
+                        Walked::Plain => vec![plain(sub.clone())?],
                         Walked::Pieces(p) => p,
                     });
                 }
@@ -684,6 +689,7 @@ fn literal(text: &str) -> Piece {
     Piece::Regex {
         regex: regex_syntax::escape(text),
         nullable: text.is_empty(),
+        tree: Arc::new(Hir::literal(text.as_bytes())),
     }
 }
 
@@ -740,20 +746,27 @@ fn mentions_rule(hir: &Hir) -> bool {
 }
 
 /// A reference-free sub-expression as one regex piece.
-fn plain(hir: &Hir) -> Result<Piece, GrammarError> {
+fn plain(hir: Hir) -> Result<Piece, GrammarError> {
     match hir.properties().minimum_len() {
         None => Err(GrammarError::InvalidSpec(
             "a piece of a regex grammar matches nothing".into(),
         )),
-        Some(min) => {
-            let mut regex = String::new();
-            print(hir, &mut regex)?;
-            Ok(Piece::Regex {
-                regex,
-                nullable: min == 0,
-            })
-        }
+        Some(min) => Ok(Piece::Regex {
+            regex: regex_text(&hir)?,
+            nullable: min == 0,
+            tree: Arc::new(hir),
+        }),
     }
+}
+
+/// `hir` as regex text that parses back to the same language (so one
+/// text is one language: a key for the automata built from trees). An
+/// error for an assertion other than the start, the end, a line's ends
+/// and word boundaries.
+pub fn regex_text(hir: &Hir) -> Result<String, GrammarError> {
+    let mut regex = String::new();
+    print(hir, &mut regex)?;
+    Ok(regex)
 }
 
 /// `hir` as regex text that parses back to the same language. Not

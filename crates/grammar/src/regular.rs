@@ -138,8 +138,10 @@ pub struct RuleHirs<'g> {
     open: Vec<RuleId>,
 }
 
-/// What a tree costs before it is built: its [`crate::pieces::weight`]
-/// (about its NFA states) and how deep it nests.
+/// What a tree costs before it is built: its weight (about its NFA
+/// states, and the states of a lazily built DFA that does not blow up:
+/// [`crate::pieces::weight`] with a character class weighing what its
+/// UTF-8 encoding takes, [`class_weight`]) and how deep it nests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Measure {
     pub weight: u64,
@@ -163,6 +165,24 @@ impl Measure {
 
     /// The measure of `hir` as built.
     pub fn of(hir: &Hir) -> Measure {
+        fn weight(hir: &Hir) -> u64 {
+            match hir.kind() {
+                HirKind::Empty | HirKind::Look(_) => 0,
+                HirKind::Literal(lit) => lit.0.len() as u64,
+                HirKind::Class(Class::Unicode(c)) => {
+                    class_weight(c.ranges().last().map_or('\0', |r| r.end()))
+                }
+                HirKind::Class(Class::Bytes(_)) => 1,
+                HirKind::Capture(c) => weight(&c.sub),
+                HirKind::Repetition(r) => {
+                    let copies = r.max.unwrap_or(r.min).max(r.min).max(1);
+                    weight(&r.sub).saturating_mul(copies as u64)
+                }
+                HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                    subs.iter().fold(0, |w, s| w.saturating_add(weight(s)))
+                }
+            }
+        }
         fn depth(hir: &Hir) -> u32 {
             1 + match hir.kind() {
                 HirKind::Concat(subs) | HirKind::Alternation(subs) => {
@@ -174,9 +194,22 @@ impl Measure {
             }
         }
         Measure {
-            weight: crate::pieces::weight(hir),
+            weight: weight(hir),
             depth: depth(hir),
         }
+    }
+}
+
+/// What one character of a class whose greatest member is `max` weighs:
+/// its own state and the UTF-8 continuation states its longest encodings
+/// need (after a lead byte, each byte range of what may follow is a state
+/// of its own).
+pub fn class_weight(max: char) -> u64 {
+    match max as u32 {
+        0..=0x7F => 1,
+        0x80..=0x7FF => 2,
+        0x800..=0xFFFF => 5,
+        _ => 8,
     }
 }
 
@@ -216,8 +249,8 @@ pub fn terminal_measure(symbol: &Symbol) -> Option<Measure> {
             weight: bytes.len() as u64,
             depth: 1,
         }),
-        Symbol::Class(_) => Some(Measure {
-            weight: 1,
+        Symbol::Class(class) => Some(Measure {
+            weight: class_weight(class.ranges().last().map_or('\0', |r| r.1)),
             depth: 1,
         }),
         Symbol::NonTerminal(_) => None,

@@ -1416,11 +1416,14 @@ fn key_complement(names: &[String]) -> Lang {
         }
         node.end = true;
     }
-    let mut alternatives = Vec::new();
+    // Every way to leave the trie ends in one shared tail of any
+    // characters, not a tail each: an automaton then has one state for
+    // "no name any more", not one a place the name was left at.
+    let (mut short, mut leave) = (Vec::new(), Vec::new());
     let mut stack: Vec<(String, &Trie)> = vec![(String::new(), &root)];
     while let Some((path, node)) = stack.pop() {
         if !node.end {
-            alternatives.push(Lang::lit(&path));
+            short.push(Lang::lit(&path));
         }
         let class = if node.children.is_empty() {
             super::ecma::UNESCAPED_CLASS.to_string()
@@ -1432,18 +1435,17 @@ fn key_complement(names: &[String]) -> Lang {
                 .collect();
             format!("[{}--[{members}]]", super::ecma::UNESCAPED_CLASS)
         };
-        alternatives.push(rx::seq([
-            Lang::lit(&path),
-            Lang::atom(class, 3),
-            rx::repeat(any.clone(), 0, None),
-        ]));
+        leave.push(rx::seq([Lang::lit(&path), Lang::atom(class, 3)]));
         for (c, child) in &node.children {
             let mut p = path.clone();
             p.push(*c);
             stack.push((p, child));
         }
     }
-    rx::alt(alternatives)
+    rx::alt([
+        rx::seq([rx::alt(leave), rx::repeat(any, 0, None)]),
+        rx::alt(short),
+    ])
 }
 
 /// Fraction digit strings `D` with `0.D >= 0.F` (`F` non-empty, no
@@ -1535,4 +1537,40 @@ fn multiple_of_regex(k: u64) -> Option<Lang> {
         }
     };
     Some(Lang::atom(format!("(?:{text})"), 5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokensieve_core::testing::SplitMix64;
+
+    /// Extra keys are every string of unescaped characters but the
+    /// declared names (prefixes of each other, the empty name, non-ASCII
+    /// among them), and the text holds one tail of "any character" only.
+    #[test]
+    fn key_complement_is_every_other_key() {
+        let names: Vec<String> = ["", "a", "ab", "abc", "b", "dé", "déf", "x-y"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for k in [0, 1, 3, names.len()] {
+            let excluded = &names[k.min(names.len())..];
+            let Lang::Re(rx) = key_complement(excluded) else {
+                panic!("no key at all");
+            };
+            let tail = format!("{}*", super::super::ecma::UNESCAPED_CLASS);
+            assert_eq!(rx.text.matches(&tail).count(), 1, "{}", rx.text);
+            let re = regex_automata::meta::Regex::new(&format!("^(?:{})$", rx.text)).unwrap();
+            let alphabet = ['a', 'b', 'c', 'd', 'é', 'f', 'x', '-', 'y', 'z'];
+            let mut rng = SplitMix64(k as u64);
+            for _ in 0..3_000 {
+                let len = rng.below(5);
+                let key: String = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                let expected = !excluded.contains(&key);
+                assert_eq!(re.is_match(&key), expected, "{key:?} against {excluded:?}");
+            }
+        }
+    }
 }

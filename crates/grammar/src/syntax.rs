@@ -1,0 +1,501 @@
+//! A fast parser for the regex text our lowerings write.
+//!
+//! regex-syntax parses a pattern into an abstract syntax tree with spans
+//! and then translates it; on the texts the JSON Schema lowering writes (a
+//! JSON string's character class repeated hundreds of times, key sets as
+//! class differences) that is most of a compile. [`parse`] reads the same
+//! dialect straight into a [`Hir`] built with regex-syntax's own
+//! constructors, so the tree is the one regex-syntax would give, and
+//! classes written more than once are built once. It reads a subset:
+//! literals and escapes, `.`, bracketed classes (nested, negated, with
+//! `&&`, `--` and `~~`), groups, alternation and greedy repetition. For
+//! anything else (flags, anchors, Perl and Unicode classes, lazy
+//! repetition, a text that nests deep, and every error) it answers with
+//! regex-syntax's parse, so the language and the errors are regex-syntax's.
+
+use std::collections::HashMap;
+
+use regex_syntax::hir::{Capture, Class, ClassUnicode, ClassUnicodeRange, Dot, Hir, Repetition};
+
+/// `text` parsed as regex-syntax parses it in Unicode mode with UTF-8
+/// matching only and `nest_limit`. (The error is regex-syntax's own, as
+/// its parser returns it, for callers that name its construct and offset.)
+#[allow(clippy::result_large_err)]
+pub fn parse(text: &str, nest_limit: u32) -> Result<Hir, regex_syntax::Error> {
+    if let Some(hir) = fast(text, nest_limit) {
+        return Ok(hir);
+    }
+    regex_syntax::ParserBuilder::new()
+        .utf8(true)
+        .nest_limit(nest_limit)
+        .build()
+        .parse(text)
+}
+
+/// The fast reading of `text`, or `None` where it leaves the subset.
+fn fast(text: &str, nest_limit: u32) -> Option<Hir> {
+    let mut p = Parser {
+        text,
+        at: 0,
+        // Deeper than this is left to regex-syntax, which counts its own
+        // way (every group, alternation, sequence, repetition and class).
+        budget: nest_limit / 4,
+        captures: 0,
+        classes: HashMap::new(),
+    };
+    let hir = p.alternation(0)?;
+    (p.at == text.len()).then_some(hir)
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+    budget: u32,
+    captures: u32,
+    /// Classes met before, by their text (from `[` to its `]`).
+    classes: HashMap<&'a str, Hir>,
+}
+
+/// One side of a class operation, or a class item.
+type Set = ClassUnicode;
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<char> {
+        self.text[self.at..].chars().next()
+    }
+
+    fn peek2(&self) -> Option<char> {
+        let mut chars = self.text[self.at..].chars();
+        chars.next();
+        chars.next()
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.at += c.len_utf8();
+        Some(c)
+    }
+
+    fn eat(&mut self, s: &str) -> bool {
+        if self.text[self.at..].starts_with(s) {
+            self.at += s.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Alternatives up to a `)` or the end, at nesting `depth`.
+    fn alternation(&mut self, depth: u32) -> Option<Hir> {
+        if depth > self.budget {
+            return None;
+        }
+        let mut alternatives = vec![self.concat(depth)?];
+        while self.eat("|") {
+            alternatives.push(self.concat(depth)?);
+        }
+        Some(if alternatives.len() == 1 {
+            alternatives.pop().expect("one")
+        } else {
+            Hir::alternation(alternatives)
+        })
+    }
+
+    fn concat(&mut self, depth: u32) -> Option<Hir> {
+        let mut items = Vec::new();
+        while let Some(c) = self.peek() {
+            if c == '|' || c == ')' {
+                break;
+            }
+            let atom = self.atom(depth)?;
+            items.push(self.repetition(atom)?);
+        }
+        Some(Hir::concat(items))
+    }
+
+    fn atom(&mut self, depth: u32) -> Option<Hir> {
+        let c = self.bump()?;
+        Some(match c {
+            '(' => {
+                let capture = !self.eat("?:");
+                if self.peek() == Some('?') {
+                    return None;
+                }
+                let index = if capture {
+                    self.captures += 1;
+                    Some(self.captures)
+                } else {
+                    None
+                };
+                let sub = self.alternation(depth + 1)?;
+                if !self.eat(")") {
+                    return None;
+                }
+                match index {
+                    Some(index) => Hir::capture(Capture {
+                        index,
+                        name: None,
+                        sub: Box::new(sub),
+                    }),
+                    None => sub,
+                }
+            }
+            '[' => {
+                let start = self.at - 1;
+                let set = self.class(depth + 1)?;
+                let source = &self.text[start..self.at];
+                if let Some(known) = self.classes.get(source) {
+                    return Some(known.clone());
+                }
+                let hir = Hir::class(Class::Unicode(set));
+                self.classes.insert(source, hir.clone());
+                hir
+            }
+            '\\' => literal(self.escape()?),
+            '.' => Hir::dot(Dot::AnyCharExceptLF),
+            '^' | '$' | '*' | '+' | '?' | '{' | ')' | '|' => return None,
+            c => literal(c),
+        })
+    }
+
+    /// A greedy repetition operator after `atom`, if there is one.
+    fn repetition(&mut self, atom: Hir) -> Option<Hir> {
+        let (min, max) = match self.peek() {
+            Some('*') => (0, None),
+            Some('+') => (1, None),
+            Some('?') => (0, Some(1)),
+            Some('{') => {
+                self.bump();
+                let min = self.number()?;
+                let max = if self.eat(",") {
+                    if self.peek() == Some('}') {
+                        None
+                    } else {
+                        Some(self.number()?)
+                    }
+                } else {
+                    Some(min)
+                };
+                if self.peek() != Some('}') || max.is_some_and(|max| max < min) {
+                    return None;
+                }
+                (min, max)
+            }
+            _ => return Some(atom),
+        };
+        self.bump();
+        // Lazy or stacked repetition: regex-syntax's to read.
+        if matches!(self.peek(), Some('?' | '*' | '+' | '{')) {
+            return None;
+        }
+        Some(Hir::repetition(Repetition {
+            min,
+            max,
+            greedy: true,
+            sub: Box::new(atom),
+        }))
+    }
+
+    fn number(&mut self) -> Option<u32> {
+        let start = self.at;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.at += 1;
+        }
+        self.text[start..self.at].parse().ok()
+    }
+
+    /// The character an escape (after its `\`) stands for; `None` for an
+    /// escape that is no one character (`\d`, `\b`, `\p{..}` …).
+    fn escape(&mut self) -> Option<char> {
+        let c = self.bump()?;
+        match c {
+            'x' => {
+                let digits = if self.eat("{") {
+                    let start = self.at;
+                    while self.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
+                        self.at += 1;
+                    }
+                    let digits = &self.text[start..self.at];
+                    if !self.eat("}") || digits.is_empty() || digits.len() > 8 {
+                        return None;
+                    }
+                    digits
+                } else {
+                    let digits = self.text.get(self.at..self.at + 2)?;
+                    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return None;
+                    }
+                    self.at += 2;
+                    digits
+                };
+                char::from_u32(u32::from_str_radix(digits, 16).ok()?)
+            }
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'f' => Some('\x0C'),
+            'v' => Some('\x0B'),
+            'a' => Some('\x07'),
+            c if regex_syntax::is_escapeable_character(c) && !c.is_whitespace() => Some(c),
+            _ => None,
+        }
+    }
+
+    /// A bracketed class after its `[`, through its `]`.
+    fn class(&mut self, depth: u32) -> Option<Set> {
+        if depth > self.budget {
+            return None;
+        }
+        let negated = self.eat("^");
+        let mut set = self.union(depth, true)?;
+        loop {
+            if self.eat("]") {
+                break;
+            }
+            let op: fn(&mut Set, &Set) = if self.eat("&&") {
+                Set::intersect
+            } else if self.eat("--") {
+                Set::difference
+            } else if self.eat("~~") {
+                Set::symmetric_difference
+            } else {
+                return None;
+            };
+            let rhs = self.union(depth, false)?;
+            op(&mut set, &rhs);
+        }
+        if negated {
+            set.negate();
+        }
+        Some(set)
+    }
+
+    /// Class items up to an operator or the closing `]` (a `]` first in
+    /// the class is a literal).
+    fn union(&mut self, depth: u32, first: bool) -> Option<Set> {
+        let mut set = Set::empty();
+        let mut first = first;
+        loop {
+            let c = self.peek()?;
+            if c == ']' && !first {
+                return Some(set);
+            }
+            first = false;
+            if self.text[self.at..].starts_with("&&")
+                || self.text[self.at..].starts_with("--")
+                || self.text[self.at..].starts_with("~~")
+            {
+                return Some(set);
+            }
+            if c == '[' {
+                if self.peek2() == Some(':') {
+                    return None;
+                }
+                self.bump();
+                set.union(&self.class(depth + 1)?);
+                continue;
+            }
+            let lo = self.class_char()?;
+            let is_range = self.peek() == Some('-') && !matches!(self.peek2(), Some(']' | '-'));
+            let hi = if is_range {
+                self.bump();
+                self.class_char()?
+            } else {
+                lo
+            };
+            if hi < lo {
+                return None;
+            }
+            set.push(ClassUnicodeRange::new(lo, hi));
+        }
+    }
+
+    /// One character of a class: a literal or an escape.
+    fn class_char(&mut self) -> Option<char> {
+        match self.bump()? {
+            '\\' => self.escape(),
+            '[' => None,
+            c => Some(c),
+        }
+    }
+}
+
+fn literal(c: char) -> Hir {
+    let mut buf = [0u8; 4];
+    Hir::literal(c.encode_utf8(&mut buf).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::result_large_err)]
+    fn slow(text: &str) -> Result<Hir, regex_syntax::Error> {
+        regex_syntax::ParserBuilder::new()
+            .utf8(true)
+            .nest_limit(256)
+            .build()
+            .parse(text)
+    }
+
+    /// Every text the fast reading takes gives regex-syntax's tree.
+    fn agrees(text: &str) -> bool {
+        match fast(text, 256) {
+            Some(hir) => {
+                assert_eq!(Ok(&hir), slow(text).as_ref(), "{text}");
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn the_lowerings_dialect_reads_as_regex_syntax_reads_it() {
+        let taken = [
+            r#"\{[ \t\n\r]{0,20}(?:"a"[ \t\n\r]{0,20}:[ \t\n\r]{0,20}(?:true|false))?\}"#,
+            r#""(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))*""#,
+            r#""(?:[[^"\\\x00-\x1F]--[\x{73}\x{64}]][^"\\\x00-\x1F]*|d|da)""#,
+            r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?",
+            r"[a-z&&[^aeiou]]+|[\x{0}-\x{10FFFF}~~[b-y]]|[]a]|[-a-]|[a-b-c]|[\]\-\^]",
+            r"(a|b)(c(d))|(?:)|a{3}|a{2,}|a{2,5}|x?|.|\.|\/|\-|é[é-ü]\x{1F600}\xFF",
+            r"[^\x{0}-\x{10FFFF}]|a||",
+            "",
+        ];
+        for text in taken {
+            assert!(agrees(text), "not taken fast: {text}");
+        }
+        let left = [
+            r"\d+",
+            r"^a$",
+            r"a+?",
+            r"(?i)a",
+            r"[[:alpha:]]",
+            r"\pL",
+            r"\bx",
+            r"a**",
+            r"a{3,2}",
+            r"(?<n>a)",
+            r"[z-a]",
+            r"(a",
+            r"a)",
+            r"[a",
+            r"\x{D800}",
+            r"\<",
+        ];
+        for text in left {
+            assert!(!agrees(text), "taken fast: {text}");
+        }
+    }
+
+    #[test]
+    fn deep_texts_and_errors_are_regex_syntaxs() {
+        let deep = format!("{}a{}", "(?:".repeat(300), ")".repeat(300));
+        assert!(parse(&deep, 256).is_err());
+        let shallow = format!("{}a{}", "(?:".repeat(20), ")".repeat(20));
+        assert!(agrees(&shallow));
+        assert!(parse("a{3,2}", 256).is_err());
+        assert!(parse("[z-a]", 256).is_err());
+    }
+
+    /// What the JSON Schema lowering writes for MaskBench's schemas (every
+    /// fifth file of `../shared/data/maskbench-dev`, when it is there):
+    /// nearly all of it is read fast, and as regex-syntax reads it.
+    #[test]
+    fn maskbench_lowerings_read_as_regex_syntax_reads_them() {
+        use crate::json_schema::{LoweringLimits, schema_to_grammar};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/maskbench-dev");
+        if !dir.is_dir() {
+            eprintln!("skipped: {} not found", dir.display());
+            return;
+        }
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .expect("the MaskBench folder")
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        paths.sort();
+        let limits = LoweringLimits {
+            max_repeat: u16::MAX as u32,
+            ..LoweringLimits::default()
+        };
+        let (mut fast_texts, mut slow_texts) = (0, 0);
+        for path in paths.iter().step_by(5) {
+            let text = std::fs::read_to_string(path).expect("a MaskBench file");
+            let file: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+            let schema = file["schema"].to_string();
+            let options = tokensieve_core::SpecOptions::default();
+            let Ok(g) = schema_to_grammar(&schema, &options, 20, &limits) else {
+                continue;
+            };
+            for text in std::iter::once(&g.root).chain(&g.rules) {
+                if agrees(text) {
+                    fast_texts += 1;
+                } else {
+                    slow_texts += 1;
+                }
+            }
+        }
+        eprintln!("{fast_texts} texts read fast, {slow_texts} left to regex-syntax");
+        assert!(
+            fast_texts > 20 * slow_texts,
+            "{fast_texts} texts read fast, {slow_texts} not"
+        );
+    }
+
+    /// Random texts of the dialect's pieces (well-formed or not): whatever
+    /// the fast reading takes, regex-syntax reads the same way.
+    #[test]
+    fn random_texts_agree() {
+        use tokensieve_core::testing::SplitMix64;
+        let atoms = [
+            "a",
+            "é",
+            "\\x41",
+            "\\x{1F600}",
+            "\\.",
+            "\\-",
+            "\\\\",
+            ".",
+            "[a-c]",
+            "[^a]",
+            "[[a-z]--[aeiou]]",
+            "[a&&b]",
+            "[]]",
+            "[-]",
+            "(",
+            ")",
+            "(?:",
+            "|",
+            "*",
+            "+",
+            "?",
+            "{2}",
+            "{1,3}",
+            "{2,}",
+            "{",
+            "}",
+            "]",
+            "[",
+            "\\n",
+            "\\d",
+            "^",
+            "$",
+            "-",
+            "&&",
+            "~~",
+            "\\x{110000}",
+            "[\\x00-\\x1F]",
+            "\"",
+        ];
+        let mut rng = SplitMix64(7);
+        let mut taken = 0;
+        for _ in 0..20_000 {
+            let n = 1 + rng.below(12);
+            let text: String = (0..n).map(|_| atoms[rng.below(atoms.len())]).collect();
+            if agrees(&text) {
+                taken += 1;
+            }
+        }
+        assert!(taken > 1_000, "only {taken} random texts taken fast");
+    }
+}
