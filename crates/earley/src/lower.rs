@@ -340,6 +340,13 @@ impl<'a> Lowering<'a> {
             }
             regex_text(hir).map(Some)
         })?;
+        self.push_parts(pieces)
+    }
+
+    /// The parts of a regex taken apart, as symbols: a lexeme for each
+    /// regex part (made lazily from its tree, unless fitting built it
+    /// already), a rule reference for each helper rule.
+    fn push_parts(&mut self, pieces: Vec<PieceKind>) -> Result<(), GrammarError> {
         for piece in pieces {
             match piece {
                 PieceKind::Regex { regex, tree, .. } => {
@@ -384,19 +391,7 @@ impl<'a> Lowering<'a> {
                 Err(other) => Err(other),
             }
         })?;
-        for piece in pieces {
-            match piece {
-                PieceKind::Regex { regex, .. } => {
-                    let l = self.lexeme_ids[&regex];
-                    self.syms.push(Sym::Lex(l));
-                }
-                PieceKind::Rule(t) => self.syms.push(Sym::Rule(t as u32)),
-                PieceKind::Intersection { .. } => {
-                    unreachable!("a regex is taken apart into regexes and rules")
-                }
-            }
-        }
-        Ok(())
+        self.push_parts(pieces)
     }
 
     /// Whether rule `t` becomes one lexeme: regular, and its DFA small.

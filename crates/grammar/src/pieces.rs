@@ -698,18 +698,23 @@ fn literal(text: &str) -> Piece {
 /// the copies of a counted repetition multiplied (an unbounded one counts
 /// its least copies, at least one), saturating.
 pub fn weight(hir: &Hir) -> u64 {
+    weight_by(hir, &|_| 1)
+}
+
+/// [`weight`] with each class weighing what `class` says.
+pub(crate) fn weight_by(hir: &Hir, class: &dyn Fn(&Class) -> u64) -> u64 {
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => 0,
         HirKind::Literal(lit) => lit.0.len() as u64,
-        HirKind::Class(_) => 1,
-        HirKind::Capture(c) => weight(&c.sub),
+        HirKind::Class(c) => class(c),
+        HirKind::Capture(c) => weight_by(&c.sub, class),
         HirKind::Repetition(r) => {
             let copies = r.max.unwrap_or(r.min).max(r.min).max(1);
-            weight(&r.sub).saturating_mul(copies as u64)
+            weight_by(&r.sub, class).saturating_mul(copies as u64)
         }
-        HirKind::Concat(subs) | HirKind::Alternation(subs) => {
-            subs.iter().fold(0, |w, s| w.saturating_add(weight(s)))
-        }
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => subs
+            .iter()
+            .fold(0, |w, s| w.saturating_add(weight_by(s, class))),
     }
 }
 

@@ -165,24 +165,6 @@ impl Measure {
 
     /// The measure of `hir` as built.
     pub fn of(hir: &Hir) -> Measure {
-        fn weight(hir: &Hir) -> u64 {
-            match hir.kind() {
-                HirKind::Empty | HirKind::Look(_) => 0,
-                HirKind::Literal(lit) => lit.0.len() as u64,
-                HirKind::Class(Class::Unicode(c)) => {
-                    class_weight(c.ranges().last().map_or('\0', |r| r.end()))
-                }
-                HirKind::Class(Class::Bytes(_)) => 1,
-                HirKind::Capture(c) => weight(&c.sub),
-                HirKind::Repetition(r) => {
-                    let copies = r.max.unwrap_or(r.min).max(r.min).max(1);
-                    weight(&r.sub).saturating_mul(copies as u64)
-                }
-                HirKind::Concat(subs) | HirKind::Alternation(subs) => {
-                    subs.iter().fold(0, |w, s| w.saturating_add(weight(s)))
-                }
-            }
-        }
         fn depth(hir: &Hir) -> u32 {
             1 + match hir.kind() {
                 HirKind::Concat(subs) | HirKind::Alternation(subs) => {
@@ -194,7 +176,10 @@ impl Measure {
             }
         }
         Measure {
-            weight: weight(hir),
+            weight: crate::pieces::weight_by(hir, &|class| match class {
+                Class::Unicode(c) => class_weight(c.ranges().last().map_or('\0', |r| r.end())),
+                Class::Bytes(_) => 1,
+            }),
             depth: depth(hir),
         }
     }
