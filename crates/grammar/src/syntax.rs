@@ -41,7 +41,7 @@ fn fast(text: &str, nest_limit: u32) -> Option<Hir> {
         // way (every group, alternation, sequence, repetition and class).
         budget: nest_limit / 4,
         captures: 0,
-        classes: HashMap::new(),
+        classes: HashMap::with_capacity(32),
     };
     let hir = p.alternation(0)?;
     (p.at == text.len()).then_some(hir)
@@ -101,15 +101,43 @@ impl<'a> Parser<'a> {
         })
     }
 
+    /// Items up to a `|`, a `)` or the end. Literal characters in a row
+    /// (none with a quantifier of its own) make one literal, as
+    /// `Hir::concat` would join them, without a tree node each.
     fn concat(&mut self, depth: u32) -> Option<Hir> {
         let mut items = Vec::new();
+        let mut run: Vec<u8> = Vec::new();
         while let Some(c) = self.peek() {
             if c == '|' || c == ')' {
                 break;
             }
-            let atom = self.atom(depth)?;
-            items.push(self.repetition(atom)?);
+            let char = match c {
+                '\\' => {
+                    self.bump();
+                    // An escape that is no one character: regex-syntax's.
+                    Some(self.escape()?)
+                }
+                '(' | '[' | '.' | '^' | '$' | '*' | '+' | '?' | '{' => None,
+                c => {
+                    self.bump();
+                    Some(c)
+                }
+            };
+            let Some(char) = char else {
+                flush_literal(&mut run, &mut items);
+                let atom = self.atom(depth)?;
+                items.push(self.repetition(atom)?);
+                continue;
+            };
+            if matches!(self.peek(), Some('*' | '+' | '?' | '{')) {
+                flush_literal(&mut run, &mut items);
+                items.push(self.repetition(literal(char))?);
+            } else {
+                let mut buf = [0u8; 4];
+                run.extend_from_slice(char.encode_utf8(&mut buf).as_bytes());
+            }
         }
+        flush_literal(&mut run, &mut items);
         Some(Hir::concat(items))
     }
 
@@ -317,6 +345,13 @@ impl<'a> Parser<'a> {
             '[' => None,
             c => Some(c),
         }
+    }
+}
+
+/// The literal characters of `run`, if any, as one item of `items`.
+fn flush_literal(run: &mut Vec<u8>, items: &mut Vec<Hir>) {
+    if !run.is_empty() {
+        items.push(Hir::literal(std::mem::take(run)));
     }
 }
 

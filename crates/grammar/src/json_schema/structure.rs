@@ -1103,29 +1103,29 @@ impl<'a> Lowerer<'a> {
             }
         }
         let sep = self.layout.item_sep(level);
-        let extras = extra.map(|member| {
-            rx::seq([
-                member.clone(),
-                rx::repeat(rx::seq([sep.clone(), member]), 0, max_extras),
-            ])
-        });
-        let (body, optional) = match (items.is_empty(), extras) {
+        let (body, optional) = match (items.is_empty(), extra) {
             (true, None) if nonempty => return Ok(Lang::Never),
             (true, None) => (Lang::empty(), true),
-            (true, Some(extras)) => (extras, !nonempty),
+            (true, Some(member)) => {
+                let more = rx::repeat(rx::seq([sep.clone(), member.clone()]), 0, max_extras);
+                (rx::seq([member, more]), !nonempty)
+            }
             (false, None) => members_sequence(items, &sep, nonempty),
             // The extra members after the declared ones, written once: a
             // run of extras inside every branch of the declared members'
             // subsets would copy it (and, in the context-free mode, the
-            // rule of its values) into each.
-            (false, Some(extras)) => {
+            // rule of its values) into each. `D (, E)*`, or where no
+            // member need be declared, `(D | E) (, E)*`: each extra is
+            // written twice at most. (Extras are unbounded here: a bound
+            // comes only with no declared member.)
+            (false, Some(member)) => {
+                debug_assert!(max_extras.is_none());
                 let (declared, optional) = members_sequence(items, &sep, false);
-                let with_extras =
-                    rx::seq([declared, rx::opt(rx::seq([sep.clone(), extras.clone()]))]);
+                let more = rx::repeat(rx::seq([sep.clone(), member.clone()]), 0, None);
                 if optional {
-                    (rx::alt([with_extras, extras]), !nonempty)
+                    (rx::seq([rx::alt([declared, member]), more]), !nonempty)
                 } else {
-                    (with_extras, false)
+                    (rx::seq([declared, more]), false)
                 }
             }
         };
@@ -1391,24 +1391,27 @@ fn nonempty_subsequence(items: &[Lang], sep: &Lang) -> Lang {
     ])
 }
 
-/// String content (no escapes) that is none of `names`.
+/// String content (no escapes) that is none of `names`: a string that
+/// leaves the names' trie (a path, then a character no name continues
+/// with, then any characters) or stops inside it where no name ends.
+///
+/// Written as nested tries, so the text grows with the trie, not with the
+/// sum of its paths' lengths; a trie deeper than [`NESTED_TRIE_LEVELS`] is
+/// written flat below that level, which bounds the text's nesting. Every
+/// way of leaving shares one tail of any characters. A character that
+/// leaves is split in two: ASCII, a small class per node, and non-ASCII,
+/// one shared class after every node with no non-ASCII child. Classes of
+/// all of Unicode at every node would make an automaton of a dozen states
+/// per node (their UTF-8 sequences), where these make one.
 fn key_complement(names: &[String]) -> Lang {
-    let any = Lang::atom(super::ecma::UNESCAPED_CLASS, 1);
-    // A trie of the names; for each node (path P): P itself when no name
-    // ends there, and P followed by a character that continues no name.
-    #[derive(Default)]
-    struct Trie {
-        end: bool,
-        children: Vec<(char, Trie)>,
-    }
-    let mut root = Trie::default();
+    let mut root = KeyTrie::default();
     for name in names {
         let mut node = &mut root;
         for c in name.chars() {
             let i = match node.children.iter().position(|(k, _)| *k == c) {
                 Some(i) => i,
                 None => {
-                    node.children.push((c, Trie::default()));
+                    node.children.push((c, KeyTrie::default()));
                     node.children.len() - 1
                 }
             };
@@ -1416,36 +1419,143 @@ fn key_complement(names: &[String]) -> Lang {
         }
         node.end = true;
     }
-    // Every way to leave the trie ends in one shared tail of any
-    // characters, not a tail each: an automaton then has one state for
-    // "no name any more", not one a place the name was left at.
-    let (mut short, mut leave) = (Vec::new(), Vec::new());
-    let mut stack: Vec<(String, &Trie)> = vec![(String::new(), &root)];
-    while let Some((path, node)) = stack.pop() {
-        if !node.end {
-            short.push(Lang::lit(&path));
+    let any = Lang::atom(super::ecma::UNESCAPED_CLASS, 1);
+    let leave = rx::alt([
+        root.part(TriePart::LeaveHere, 0),
+        rx::seq([
+            root.part(TriePart::BeforeNonAscii, 0),
+            Lang::atom(NON_ASCII_CLASS, 1),
+        ]),
+    ]);
+    rx::alt([
+        rx::seq([leave, rx::repeat(any, 0, None)]),
+        root.part(TriePart::Short, 0),
+    ])
+}
+
+/// Trie levels written nested in [`key_complement`]; deeper ones flat.
+const NESTED_TRIE_LEVELS: usize = 12;
+
+/// Every character an unescaped JSON string holds that is not ASCII.
+const NON_ASCII_CLASS: &str = r"[\x{80}-\x{10FFFF}]";
+
+/// The names of an object's properties as a trie, for [`key_complement`].
+#[derive(Default)]
+struct KeyTrie {
+    end: bool,
+    children: Vec<(char, KeyTrie)>,
+}
+
+/// What a walk of a [`KeyTrie`] writes, for each node (path `P`).
+#[derive(Clone, Copy)]
+enum TriePart {
+    /// `P` then an ASCII character no name continues `P` with, or a
+    /// non-ASCII one where some name does continue `P` with one.
+    LeaveHere,
+    /// `P` where no name continues with a non-ASCII character.
+    BeforeNonAscii,
+    /// `P` where no name ends.
+    Short,
+}
+
+impl KeyTrie {
+    /// `part` of every node of this subtree, as one language (`depth`:
+    /// this node's level in the whole trie).
+    fn part(&self, part: TriePart, depth: usize) -> Lang {
+        if depth >= NESTED_TRIE_LEVELS {
+            return self.flat(part);
         }
-        let class = if node.children.is_empty() {
-            super::ecma::UNESCAPED_CLASS.to_string()
-        } else {
-            let members: String = node
-                .children
-                .iter()
-                .map(|(c, _)| format!("\\x{{{:X}}}", *c as u32))
-                .collect();
-            format!("[{}--[{members}]]", super::ecma::UNESCAPED_CLASS)
-        };
-        leave.push(rx::seq([Lang::lit(&path), Lang::atom(class, 3)]));
-        for (c, child) in &node.children {
-            let mut p = path.clone();
-            p.push(*c);
-            stack.push((p, child));
+        let mut alternatives = self.own(part);
+        for (c, child) in &self.children {
+            alternatives.push(rx::seq([
+                Lang::lit(&c.to_string()),
+                child.part(part, depth + 1),
+            ]));
+        }
+        rx::alt(alternatives)
+    }
+
+    /// [`KeyTrie::part`] written as one alternative per node.
+    fn flat(&self, part: TriePart) -> Lang {
+        let mut alternatives = Vec::new();
+        let mut stack: Vec<(String, &KeyTrie)> = vec![(String::new(), self)];
+        while let Some((path, node)) = stack.pop() {
+            for own in node.own(part) {
+                alternatives.push(rx::seq([Lang::lit(&path), own]));
+            }
+            for (c, child) in &node.children {
+                let mut p = path.clone();
+                p.push(*c);
+                stack.push((p, child));
+            }
+        }
+        rx::alt(alternatives)
+    }
+
+    /// What this node itself adds to `part`, after its path.
+    fn own(&self, part: TriePart) -> Vec<Lang> {
+        let non_ascii: Vec<char> = self
+            .children
+            .iter()
+            .map(|(c, _)| *c)
+            .filter(|c| !c.is_ascii())
+            .collect();
+        match part {
+            TriePart::LeaveHere => {
+                let mut own = Vec::new();
+                if let Some(class) = ascii_key_class_without(&self.children) {
+                    own.push(Lang::atom(class, 1));
+                }
+                if !non_ascii.is_empty() {
+                    let members: String = non_ascii
+                        .iter()
+                        .map(|c| format!("\\x{{{:X}}}", *c as u32))
+                        .collect();
+                    own.push(Lang::atom(format!("[{NON_ASCII_CLASS}--[{members}]]"), 3));
+                }
+                own
+            }
+            TriePart::BeforeNonAscii if non_ascii.is_empty() => vec![Lang::empty()],
+            TriePart::Short if !self.end => vec![Lang::empty()],
+            TriePart::BeforeNonAscii | TriePart::Short => Vec::new(),
         }
     }
-    rx::alt([
-        rx::seq([rx::alt(leave), rx::repeat(any, 0, None)]),
-        rx::alt(short),
-    ])
+}
+
+/// The ASCII characters an unescaped JSON string holds (space to DEL but
+/// `"` and `\`) other than the `children`'s, as a class; `None` when no
+/// character is left.
+fn ascii_key_class_without(children: &[(char, KeyTrie)]) -> Option<String> {
+    let allowed = |b: u8| b != b'"' && b != b'\\' && !children.iter().any(|(c, _)| *c == b as char);
+    let mut class = String::from("[");
+    let mut b = 0x20u8;
+    while b <= 0x7F {
+        if !allowed(b) {
+            b += 1;
+            continue;
+        }
+        let start = b;
+        while b < 0x7F && allowed(b + 1) {
+            b += 1;
+        }
+        push_class_char(&mut class, start);
+        if b > start {
+            class.push('-');
+            push_class_char(&mut class, b);
+        }
+        b += 1;
+    }
+    (class.len() > 1).then(|| class + "]")
+}
+
+/// ASCII `b` as a class member: printable ones as themselves (escaped
+/// where they mean something in a class), DEL as `\x7F`.
+fn push_class_char(class: &mut String, b: u8) {
+    if b == 0x7F {
+        class.push_str("\\x7F");
+    } else {
+        regex_syntax::escape_into(&(b as char).to_string(), class);
+    }
 }
 
 /// Fraction digit strings `D` with `0.D >= 0.F` (`F` non-empty, no
@@ -1543,6 +1653,53 @@ fn multiple_of_regex(k: u64) -> Option<Lang> {
 mod tests {
     use super::*;
     use tokensieve_core::testing::SplitMix64;
+
+    /// Names longer than the nested levels (written flat below them),
+    /// sharing long prefixes, with non-ASCII characters deep down: keys
+    /// near the names (cut, changed at one place, made longer) are extra
+    /// keys exactly when they are no name, and the text grows with the
+    /// trie, not with its paths' lengths.
+    #[test]
+    fn key_complement_of_long_names() {
+        let stem = "a".repeat(NESTED_TRIE_LEVELS + 6);
+        let names: Vec<String> = vec![
+            format!("{stem}b"),
+            format!("{stem}bc"),
+            format!("{stem}é"),
+            format!("{stem}éx"),
+            format!("{}z", &stem[..NESTED_TRIE_LEVELS - 1]),
+            "q".repeat(3 * NESTED_TRIE_LEVELS),
+        ];
+        let Lang::Re(rx) = key_complement(&names) else {
+            panic!("no key at all");
+        };
+        let letters: usize = names.iter().map(|n| n.chars().count()).sum();
+        assert!(rx.text.len() < 60 * letters, "{} bytes", rx.text.len());
+        assert!(
+            rx.nest <= 3 * NESTED_TRIE_LEVELS as u32 + 16,
+            "nest {}",
+            rx.nest
+        );
+        let re = regex_automata::meta::Regex::new(&format!("^(?:{})$", rx.text)).unwrap();
+        let alphabet = ['a', 'b', 'c', 'é', 'x', 'z', 'q', 'ü', '~', '"'];
+        let mut rng = SplitMix64(7);
+        for _ in 0..3_000 {
+            let base: Vec<char> = names[rng.below(names.len())].chars().collect();
+            let mut key = base.clone();
+            match rng.below(4) {
+                0 => key.truncate(rng.below(base.len() + 1)),
+                1 => {
+                    let at = rng.below(base.len());
+                    key[at] = alphabet[rng.below(alphabet.len())];
+                }
+                2 => key.push(alphabet[rng.below(alphabet.len())]),
+                _ => {}
+            }
+            let key: String = key.into_iter().collect();
+            let expected = !names.contains(&key) && !key.contains('"');
+            assert_eq!(re.is_match(&key), expected, "{key:?}");
+        }
+    }
 
     /// Extra keys are every string of unescaped characters but the
     /// declared names (prefixes of each other, the empty name, non-ASCII
