@@ -7,7 +7,8 @@
 //! - [`compile_timed`]: schema text in memory -> a matcher ready for its first
 //!   mask, with the wall time it took (TTFM).
 //! - [`compile_with_timeout`]: the same on a worker thread, cancelled after a
-//!   time limit, with a panic inside the backend caught.
+//!   time limit, with a panic inside the backend caught; [`CompileWorker`]
+//!   keeps that thread for a run of compiles.
 //! - [`walk`]: one instance's tokens through a fresh matcher, timing every
 //!   step (fill the complete mask, check the token's bit, accept it), then the
 //!   untimed end check.
@@ -140,7 +141,8 @@ pub enum CompileOutcome {
 }
 
 /// [`compile_timed`] on a worker thread, waited for at most `timeout`
-/// (`None`: no limit), with a panic inside the backend caught.
+/// (`None`: no limit), with a panic inside the backend caught. A thread of
+/// its own each call; a run of many compiles uses a [`CompileWorker`].
 pub fn compile_with_timeout(
     backend: Arc<dyn GrammarBackend>,
     schema_text: String,
@@ -155,45 +157,141 @@ pub fn compile_constraint_with_timeout(
     constraint: Constraint,
     timeout: Option<Duration>,
 ) -> CompileOutcome {
-    let (tx, rx) = mpsc::channel();
-    let cancel = CancelToken::new();
-    let worker_cancel = cancel.clone();
-    let spawned = std::thread::Builder::new()
-        .name("tokensieve-compile".into())
-        .spawn(move || {
-            let compiled = catch_panic(|| {
-                compile_constraint_timed(backend.as_ref(), &constraint, &worker_cancel)
-            });
-            let outcome = match compiled {
-                Ok((Ok(grammar), elapsed)) => CompileOutcome::Ready { grammar, elapsed },
-                Ok((Err(error), elapsed)) => CompileOutcome::Failed { error, elapsed },
-                Err(message) => CompileOutcome::Panicked { message },
-            };
-            // The receiver is gone after a timeout; nothing to tell then.
-            let _ = tx.send(outcome);
-        });
-    if let Err(e) = spawned {
-        return CompileOutcome::Panicked {
-            message: format!("cannot start a compile thread: {e}"),
-        };
+    CompileWorker::new().compile(backend, constraint, timeout)
+}
+
+/// One compile for a [`CompileWorker`]'s thread, and where its outcome goes.
+struct CompileJob {
+    backend: Arc<dyn GrammarBackend>,
+    constraint: Constraint,
+    cancel: CancelToken,
+    reply: mpsc::Sender<CompileOutcome>,
+}
+
+/// A thread that compiles one constraint at a time, kept from one compile
+/// to the next, as an inference server keeps its compile workers: a run of
+/// files then times each compile, not the start of a thread with cold
+/// thread-local buffers and a fresh allocator heap. (What a backend caches
+/// across compiles is its own, and a benchmark turns it off by option; this
+/// keeps nothing of a compile but the thread.) After a time-out the thread
+/// is left to finish or notice its cancellation, and the next compile
+/// starts a new one.
+#[derive(Default)]
+pub struct CompileWorker {
+    jobs: Option<mpsc::Sender<CompileJob>>,
+}
+
+impl CompileWorker {
+    /// No thread yet: the first compile starts it.
+    pub fn new() -> Self {
+        Self::default()
     }
-    let received = match timeout {
-        Some(limit) => rx
-            .recv_timeout(limit)
-            .map_err(|e| matches!(e, mpsc::RecvTimeoutError::Timeout)),
-        None => rx.recv().map_err(|_| false),
-    };
-    match received {
-        Ok(outcome) => outcome,
-        Err(true) => {
-            cancel.cancel();
-            CompileOutcome::TimedOut
+
+    /// [`compile_constraint_timed`] on the worker's thread, waited for at
+    /// most `timeout` (`None`: no limit), with a panic inside the backend
+    /// caught.
+    pub fn compile(
+        &mut self,
+        backend: Arc<dyn GrammarBackend>,
+        constraint: Constraint,
+        timeout: Option<Duration>,
+    ) -> CompileOutcome {
+        let (reply, outcome) = mpsc::channel();
+        let cancel = CancelToken::new();
+        let mut job = CompileJob {
+            backend,
+            constraint,
+            cancel: cancel.clone(),
+            reply,
+        };
+        // A thread that died (only a panic outside the caught compile can
+        // end one) gives its job back: then once more on a new thread.
+        for _ in 0..2 {
+            let jobs = match self.thread() {
+                Ok(jobs) => jobs,
+                Err(e) => {
+                    return CompileOutcome::Panicked {
+                        message: format!("cannot start a compile thread: {e}"),
+                    };
+                }
+            };
+            match jobs.send(job) {
+                Ok(()) => return self.wait(&outcome, &cancel, timeout),
+                Err(mpsc::SendError(back)) => {
+                    job = back;
+                    self.jobs = None;
+                }
+            }
         }
-        // The sender was dropped without a message: only if sending itself
-        // panicked, which the thread's catch_panic does not cover.
-        Err(false) => CompileOutcome::Panicked {
-            message: "compile thread ended without a result".into(),
-        },
+        CompileOutcome::Panicked {
+            message: "the compile thread ended twice without a result".into(),
+        }
+    }
+
+    /// The sender of the worker's thread, started if there is none.
+    fn thread(&mut self) -> std::io::Result<&mpsc::Sender<CompileJob>> {
+        if self.jobs.is_none() {
+            let (tx, rx) = mpsc::channel::<CompileJob>();
+            std::thread::Builder::new()
+                .name("tokensieve-compile".into())
+                .spawn(move || {
+                    // Ends when the worker drops its sender (dropped, or
+                    // after a time-out).
+                    for job in rx {
+                        let compiled = catch_panic(|| {
+                            compile_constraint_timed(
+                                job.backend.as_ref(),
+                                &job.constraint,
+                                &job.cancel,
+                            )
+                        });
+                        let outcome = match compiled {
+                            Ok((Ok(grammar), elapsed)) => {
+                                CompileOutcome::Ready { grammar, elapsed }
+                            }
+                            Ok((Err(error), elapsed)) => CompileOutcome::Failed { error, elapsed },
+                            Err(message) => CompileOutcome::Panicked { message },
+                        };
+                        // The receiver is gone after a time-out; nothing to
+                        // tell then.
+                        let _ = job.reply.send(outcome);
+                    }
+                })?;
+            self.jobs = Some(tx);
+        }
+        Ok(self.jobs.as_ref().expect("started above"))
+    }
+
+    /// The outcome of the job sent, or a time-out (which cancels the job
+    /// and leaves its thread).
+    fn wait(
+        &mut self,
+        outcome: &mpsc::Receiver<CompileOutcome>,
+        cancel: &CancelToken,
+        timeout: Option<Duration>,
+    ) -> CompileOutcome {
+        let received = match timeout {
+            Some(limit) => outcome
+                .recv_timeout(limit)
+                .map_err(|e| matches!(e, mpsc::RecvTimeoutError::Timeout)),
+            None => outcome.recv().map_err(|_| false),
+        };
+        match received {
+            Ok(outcome) => outcome,
+            Err(true) => {
+                cancel.cancel();
+                self.jobs = None;
+                CompileOutcome::TimedOut
+            }
+            // The reply was dropped unsent: only if the thread panicked
+            // outside the caught compile, which also ended it.
+            Err(false) => {
+                self.jobs = None;
+                CompileOutcome::Panicked {
+                    message: "compile thread ended without a result".into(),
+                }
+            }
+        }
     }
 }
 
@@ -524,6 +622,40 @@ mod tests {
         );
         assert_eq!(w.end_ok, Some(false));
         assert!(w.mismatch.unwrap().contains("is_accepting() = true"));
+    }
+
+    /// One worker for a run: compiles in turn, and a time-out or a panic
+    /// in one compile leaves the next to a working thread.
+    #[test]
+    fn a_worker_goes_on_after_time_outs_and_panics() {
+        let (_, backend) = setup(Lie::None);
+        let backend: Arc<dyn GrammarBackend> = Arc::new(backend);
+        let panicking: Arc<dyn GrammarBackend> = Arc::new(Literal {
+            vocab: backend.vocabulary().clone(),
+            lie: Lie::None,
+            panic_on_compile: true,
+        });
+        let short = Some(Duration::from_millis(20));
+        let schema = |s: &str| Constraint::json_schema(s);
+        let mut worker = CompileWorker::new();
+        for _ in 0..2 {
+            assert!(matches!(
+                worker.compile(backend.clone(), schema("ok"), short),
+                CompileOutcome::Ready { .. }
+            ));
+            assert!(matches!(
+                worker.compile(backend.clone(), schema("sleep"), short),
+                CompileOutcome::TimedOut
+            ));
+            assert!(matches!(
+                worker.compile(backend.clone(), schema("ok"), None),
+                CompileOutcome::Ready { .. }
+            ));
+            match worker.compile(panicking.clone(), schema("x"), None) {
+                CompileOutcome::Panicked { message } => assert_eq!(message, "boom"),
+                _ => panic!("expected a caught panic"),
+            }
+        }
     }
 
     #[test]

@@ -15,9 +15,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 use tokensieve::GrammarBackend;
-use tokensieve::bench_protocol::{
-    CompileOutcome, WalkOptions, catch_panic, compile_constraint_with_timeout, walk,
-};
+use tokensieve::bench_protocol::{CompileOutcome, CompileWorker, WalkOptions, catch_panic, walk};
 use tokensieve::maskbench::MaskBenchFile;
 use tokensieve::{Constraint, ConstraintSpec};
 
@@ -99,6 +97,8 @@ pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
     let mut progress = Progress::new(loaded.len());
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut row = vec![0u32; backend.vocabulary().mask_words()];
+    // One compile thread for the run (a new one after a time-out).
+    let mut worker = CompileWorker::new();
     for file in &loaded {
         let encode = |text: &str| tok.encode(text).map_err(|e| e.to_string());
         let record = run_file(
@@ -106,6 +106,7 @@ pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
             replacement.as_ref(),
             &encode,
             &backend,
+            &mut worker,
             timeout,
             &mut row,
         );
@@ -125,13 +126,14 @@ pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// The record of one file (contract section 3). Never fails: what goes wrong
-/// is recorded in it.
+/// The record of one file (contract section 3), compiled by `worker`
+/// within `timeout`. Never fails: what goes wrong is recorded in it.
 fn run_file(
     file: &MaskBenchFile,
     replacement: Option<&Constraint>,
     encode: &dyn Fn(&str) -> Result<Vec<u32>, String>,
     backend: &Arc<dyn GrammarBackend>,
+    worker: &mut CompileWorker,
     timeout: Duration,
     row: &mut [u32],
 ) -> Value {
@@ -166,8 +168,7 @@ fn run_file(
         Some(c) => c.clone(),
         None => Constraint::json_schema(file.schema.to_string()),
     };
-    let grammar = match compile_constraint_with_timeout(backend.clone(), constraint, Some(timeout))
-    {
+    let grammar = match worker.compile(backend.clone(), constraint, Some(timeout)) {
         CompileOutcome::Ready { grammar, elapsed } => {
             record["compile_us"] = json!(elapsed.as_micros() as u64);
             grammar
@@ -312,7 +313,8 @@ mod tests {
                 .ok_or_else(|| "no token".to_string())
         };
         let mut row = vec![0u32; vocab.mask_words()];
-        run_file(&file, None, &encode, &backend, limit, &mut row)
+        let worker = &mut CompileWorker::new();
+        run_file(&file, None, &encode, &backend, worker, limit, &mut row)
     }
 
     #[test]
@@ -359,6 +361,7 @@ mod tests {
             Some(&json_object),
             &encode,
             &backend,
+            &mut CompileWorker::new(),
             Duration::from_secs(30),
             &mut row,
         );
