@@ -5,9 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokensieve_core::{
-    CacheKey, CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend,
-    GrammarError, GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary,
-    Whitespace,
+    CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
+    GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary, Whitespace,
 };
 use tokensieve_grammar::compose::{self, GrammarTag};
 use tokensieve_grammar::pieces::{PieceGrammar, PieceLimits};
@@ -54,9 +53,11 @@ fn schema_limits() -> json_schema::LoweringLimits {
     }
 }
 
-/// A compile's mask summaries, kept for the next compile of its constraint.
+/// A compile's mask summaries, kept for the next compile of its constraint
+/// (the same constraint exactly: comparing is cheaper than the canonical
+/// [`Constraint::cache_key`], which parses and prints a schema again).
 struct SharedSummaries {
-    key: CacheKey,
+    constraint: Constraint,
     lexemes: Vec<Arc<Lexeme>>,
     cache: Arc<SummaryCache>,
 }
@@ -95,13 +96,13 @@ impl EarleyBackend {
         }
     }
 
-    /// The summary cache for `key`: the one a recent compile of the same
+    /// The summary cache for `constraint`: the one a recent compile of the same
     /// constraint left, or a new one (kept for the next compile). Only a
     /// compile with the very same lexemes takes a kept one: summaries name
     /// lexeme states by id, and a lazily built lexeme numbers its states in
     /// the order walks reach them, so the same regex built afresh (a cold
     /// compile, a lexeme the process cache dropped) numbers them otherwise.
-    fn summary_cache(&self, key: CacheKey, lexemes: &[Arc<Lexeme>]) -> Arc<SummaryCache> {
+    fn summary_cache(&self, constraint: &Constraint, lexemes: &[Arc<Lexeme>]) -> Arc<SummaryCache> {
         let limit = self.config.shared_summaries;
         if limit == 0 {
             return Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
@@ -110,7 +111,7 @@ impl EarleyBackend {
             kept.len() == lexemes.len() && kept.iter().zip(lexemes).all(|(a, b)| Arc::ptr_eq(a, b))
         };
         let mut kept = self.summaries.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = kept.iter().position(|e| e.key == key) {
+        if let Some(i) = kept.iter().position(|e| e.constraint == *constraint) {
             let entry = kept.remove(i);
             if same(&entry.lexemes) {
                 let cache = entry.cache.clone();
@@ -123,7 +124,7 @@ impl EarleyBackend {
         }
         let cache = Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
         kept.push(SharedSummaries {
-            key,
+            constraint: constraint.clone(),
             lexemes: lexemes.to_vec(),
             cache: cache.clone(),
         });
@@ -218,7 +219,7 @@ impl EarleyBackend {
         Ok(EarleyGrammar {
             inner: Arc::new(GrammarInner {
                 initial: Arc::new(initial),
-                summaries: self.summary_cache(constraint.cache_key(), &cfg.lexemes),
+                summaries: self.summary_cache(constraint, &cfg.lexemes),
                 cfg,
                 trie: self.trie.clone(),
                 vocab: self.vocab.clone(),
@@ -457,5 +458,37 @@ impl CompiledGrammar for EarleyGrammar {
 
     fn memory_bytes(&self) -> usize {
         self.inner.cfg.memory_bytes() + self.inner.summaries.bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recompile of the same constraint (with the same lexemes) starts
+    /// with the summaries the last compile kept; another constraint, or the
+    /// same one with lexemes built afresh, starts with its own.
+    #[test]
+    fn summaries_are_kept_for_the_same_constraint_only() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let summaries = |backend: &EarleyBackend, c: &Constraint| {
+            let g = backend.compile_earley(c, &CancelToken::new()).unwrap();
+            g.inner.summaries.clone()
+        };
+        let a = Constraint::ebnf(r#"root ::= "a"+ "b""#, "root");
+        let b = Constraint::ebnf(r#"root ::= "a"+ "c""#, "root");
+        let warm = EarleyBackend::new(vocab.clone(), EarleyConfig::default());
+        let first = summaries(&warm, &a);
+        assert!(Arc::ptr_eq(&first, &summaries(&warm, &a)));
+        assert!(!Arc::ptr_eq(&first, &summaries(&warm, &b)));
+        let cold = EarleyBackend::new(
+            vocab,
+            EarleyConfig {
+                shared_lexemes: false,
+                ..EarleyConfig::default()
+            },
+        );
+        let first = summaries(&cold, &a);
+        assert!(!Arc::ptr_eq(&first, &summaries(&cold, &a)));
     }
 }

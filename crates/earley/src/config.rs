@@ -46,7 +46,8 @@ pub struct EarleyConfig {
     /// it they are dropped and recomputed on demand. Default 64 MiB.
     pub mask_cache_bytes: usize,
     /// Grammars whose mask summaries outlive them: compiling the same
-    /// constraint again (a serving engine that evicted it, a benchmark that
+    /// constraint (equal, not only canonically: the same schema text)
+    /// again (a serving engine that evicted it, a benchmark that
     /// compiles per file) starts with the summaries the last compile
     /// learned. 0 = every compile starts cold. Default 64.
     pub shared_summaries: usize,

@@ -983,3 +983,42 @@ fn unshared_lexemes_match_like_shared_ones() {
     );
     assert!(fresh.is_accepting());
 }
+
+/// Mask summaries kept from one compile serve the next compile of the same
+/// constraint only when it has the very same lexemes. A cold backend
+/// (`shared_lexemes: false`) builds its lexemes afresh, and a lazily built
+/// lexeme numbers its states in the order walks reach them: walking one
+/// branch after the first compile and the other after the second gives the
+/// same ids to different states, so a summary kept from the first must not
+/// answer for the second. (Tokens are at most a few bytes, so each mask
+/// reaches only a few states ahead.)
+#[test]
+fn kept_summaries_never_answer_for_other_lexemes() {
+    let cold = EarleyConfig {
+        shared_lexemes: false,
+        ..EarleyConfig::default()
+    };
+    let a = [&[b'a'; 40][..], b"1"].concat();
+    let b = [&[b'b'; 40][..], b"2"].concat();
+    let gbnf = format!(
+        r#"root ::= "{}" | "{}""#,
+        String::from_utf8_lossy(&a),
+        String::from_utf8_lossy(&b)
+    );
+    let constraint = Constraint::ebnf(gbnf, "root");
+    let masks_along = |backend: &EarleyBackend, text: &[u8]| {
+        let g = backend.compile(&constraint).unwrap();
+        let mut m = g.matcher();
+        let words = backend.vocabulary().mask_words();
+        let mut masks = Vec::new();
+        for &b in text {
+            masks.push(mask(&mut *m, words));
+            m.accept_token(id(b)).unwrap();
+        }
+        masks
+    };
+    let backend = backend_with(cold.clone());
+    masks_along(&backend, &a);
+    let second = masks_along(&backend, &b);
+    assert_eq!(second, masks_along(&backend_with(cold), &b));
+}
