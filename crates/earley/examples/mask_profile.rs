@@ -6,7 +6,9 @@
 //! (one text per line, or a JSON string per line for texts with newlines;
 //! a `.json` file is a JSON Schema, another file a GBNF
 //! grammar, none the builtin JSON grammar;
-//! `KEY=VALUE` are `EarleyConfig` knobs).
+//! `KEY=VALUE` are `EarleyConfig` knobs). `REPS=N` compiles and walks
+//! the texts `N` times, each time afresh (cold with
+//! `shared_lexemes=false`), and keeps each token's median: for `perf`.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -33,40 +35,61 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(path) => Constraint::ebnf(std::fs::read_to_string(path)?, "root"),
         None => Constraint::new(ConstraintSpec::JsonObject),
     };
-    let t = Instant::now();
-    let grammar = backend.compile_earley(&constraint, &Default::default())?;
-    eprintln!("compile {:?}: {grammar:?}", t.elapsed());
-    let grammar: std::sync::Arc<dyn tokensieve_core::CompiledGrammar> =
-        std::sync::Arc::new(grammar);
-    let mut row = vec![0u32; vocab.mask_words()];
-    let mut times = Vec::new();
+    let reps: usize = std::env::var("REPS").map_or(Ok(1), |r| r.parse())?;
+    let mut texts = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line?;
         // A line in quotes is a JSON string: text with newlines (a program).
-        let line = if line.starts_with('"') {
+        texts.push(if line.starts_with('"') {
             serde_json::from_str::<String>(&line)?
         } else {
             line
-        };
-        let ids = tok.encode(&line)?;
-        let mut m = grammar.matcher();
-        for (i, &id) in ids.iter().enumerate() {
-            let t = Instant::now();
-            m.fill_bitmask(&mut row);
-            let ns = t.elapsed().as_nanos();
-            let before =
-                String::from_utf8_lossy(&vocab.decode(&ids[i.saturating_sub(3)..i])).into_owned();
-            times.push((
-                ns,
-                before,
-                String::from_utf8_lossy(vocab.token_bytes(id)).into_owned(),
-            ));
-            if m.accept_token(id).is_err() {
-                eprintln!("rejected {line:?} at {i}");
-                break;
+        });
+    }
+    let mut row = vec![0u32; vocab.mask_words()];
+    // Per token of every text: its mask times (one per rep), the text
+    // before it and the token.
+    let mut times: Vec<(Vec<u128>, String, String)> = Vec::new();
+    for rep in 0..reps {
+        let t = Instant::now();
+        let grammar = backend.compile_earley(&constraint, &Default::default())?;
+        if rep == 0 {
+            eprintln!("compile {:?}: {grammar:?}", t.elapsed());
+        }
+        let grammar: std::sync::Arc<dyn tokensieve_core::CompiledGrammar> =
+            std::sync::Arc::new(grammar);
+        let mut k = 0;
+        for line in &texts {
+            let ids = tok.encode(line)?;
+            let mut m = grammar.matcher();
+            for (i, &id) in ids.iter().enumerate() {
+                let t = Instant::now();
+                m.fill_bitmask(&mut row);
+                let ns = t.elapsed().as_nanos();
+                if rep == 0 {
+                    let before = vocab.decode(&ids[i.saturating_sub(3)..i]);
+                    times.push((
+                        Vec::with_capacity(reps),
+                        String::from_utf8_lossy(&before).into_owned(),
+                        String::from_utf8_lossy(vocab.token_bytes(id)).into_owned(),
+                    ));
+                }
+                times[k].0.push(ns);
+                k += 1;
+                if m.accept_token(id).is_err() {
+                    eprintln!("rejected {line:?} at {i}");
+                    break;
+                }
             }
         }
     }
+    let mut times: Vec<(u128, String, String)> = times
+        .into_iter()
+        .map(|(mut each, before, token)| {
+            each.sort_unstable();
+            (each[each.len() / 2], before, token)
+        })
+        .collect();
     times.sort_by_key(|t| std::cmp::Reverse(t.0));
     let n = times.len();
     if n == 0 {

@@ -31,7 +31,7 @@ use tokensieve_core::GrammarError;
 use tokensieve_grammar::dfa::DEAD;
 use tokensieve_grammar::grow::Grow;
 use tokensieve_grammar::lazy::LazyDfa;
-use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TokenTrie};
+use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep, TokenTrie};
 
 /// A lexeme's automaton: built whole, or as it is walked.
 // One per lexeme, inside its `Arc`: boxing the big variant would add a
@@ -57,6 +57,23 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.next(state, byte),
             LexDfa::Lazy(d) => d.next(state, byte),
+        }
+    }
+
+    /// The transitions of `state` by byte class (see [`LexDfa::classes`]).
+    #[inline]
+    pub(crate) fn row(&self, state: u32) -> &[u32] {
+        match self {
+            LexDfa::Eager(d) => d.row(state),
+            LexDfa::Lazy(d) => d.row_of(state),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn classes(&self) -> &[u8; 256] {
+        match self {
+            LexDfa::Eager(d) => d.classes(),
+            LexDfa::Lazy(d) => d.classes(),
         }
     }
 
@@ -229,6 +246,27 @@ impl Walk {
     }
 }
 
+/// Ranges of `TokenTrie::tokens` met in preorder, adjacent ones joined.
+#[derive(Default)]
+struct Runs {
+    runs: Vec<(u32, u32)>,
+    count: usize,
+}
+
+impl Runs {
+    #[inline]
+    fn push(&mut self, start: u32, end: u32) {
+        if start == end {
+            return;
+        }
+        self.count += (end - start) as usize;
+        match self.runs.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => self.runs.push((start, end)),
+        }
+    }
+}
+
 /// A lexeme's DFA over one vocabulary, with its states' indexes built on
 /// first use.
 pub(crate) struct Lexeme {
@@ -324,12 +362,13 @@ impl Lexeme {
                     continue;
                 }
                 let k = kid as usize;
-                if self.runs.takes_subtree(&self.dfa, next, &trie.below[k]) {
+                let leaf = trie.kid_start[k] == trie.kid_start[k + 1];
+                if !leaf && self.runs.takes_subtree(&self.dfa, next, &trie.below[k]) {
                     walk.add(trie.subtree_tokens(k));
                     continue;
                 }
                 walk.add(trie.node_tokens(k));
-                if trie.kid_start[k] != trie.kid_start[k + 1] {
+                if !leaf {
                     if self.dfa.is_accepting(next) {
                         walk.exits.push((kid, depth + 1));
                     }
@@ -353,31 +392,74 @@ impl Lexeme {
     /// The walk below `node` (at `depth`, in DFA state `state`) as one
     /// forward pass over its subtree, skipping a subtree at the first byte
     /// the DFA refuses or taking it whole where the text step allows.
+    ///
+    /// Preorder keeps the tokens of the subtree in one range of
+    /// `trie.tokens`, which the pass cuts into runs kept and runs refused.
+    /// A pass from the root covers every token, so where the refused runs
+    /// hold fewer tokens (a string body keeps nearly all of them) the row
+    /// starts from every token and the refused ones are cleared.
     fn scan(&self, node: u32, state: u32, depth: u32, walk: &mut Walk) {
         let trie = &*self.trie;
-        let mut stack = vec![DEAD; trie.max_depth + 1];
-        stack[depth as usize] = state;
+        let classes = self.dfa.classes();
+        // The transitions of the state at each depth of the current path.
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        stack[depth as usize] = self.dfa.row(state);
         let end = trie.nodes[node as usize].next as usize;
+        let mut kept = Runs::default();
+        let mut refused = Runs::default();
+        // The step of the state last asked about: a string body asks about
+        // the same state at nearly every node.
+        let mut step_of = (DEAD, None::<TextStep>, None::<u32>);
         let mut i = node as usize + 1;
         while i < end {
             let n = trie.nodes[i];
             let d = n.depth as usize;
-            let next = self.dfa.next(stack[d - 1], n.byte);
+            let next = stack[d - 1][classes[n.byte as usize] as usize];
             if next == DEAD {
+                refused.push(trie.token_start[i], trie.token_start[n.next as usize]);
                 i = n.next as usize;
                 continue;
             }
-            if self.runs.takes_subtree(&self.dfa, next, &trie.below[i]) {
-                walk.add(trie.subtree_tokens(i));
+            if n.next as usize == i + 1 {
+                // A leaf: its tokens live, nothing below to ask a step of.
+                kept.push(trie.token_start[i], trie.token_start[i + 1]);
+                i += 1;
+                continue;
+            }
+            if step_of.0 != next {
+                step_of = (next, self.runs.step(&self.dfa, next).copied(), None);
+            }
+            let below = &trie.below[i];
+            if step_of.1.is_some_and(|s| s.covers(below))
+                && *step_of
+                    .2
+                    .get_or_insert_with(|| self.runs.run(&self.dfa, next))
+                    >= u32::from(below.height)
+            {
+                kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
                 i = n.next as usize;
                 continue;
             }
-            stack[d] = next;
-            walk.add(trie.node_tokens(i));
+            stack[d] = self.dfa.row(next);
+            kept.push(trie.token_start[i], trie.token_start[i + 1]);
             if self.dfa.is_accepting(next) && n.next as usize > i + 1 {
                 walk.exits.push((i as u32, n.depth));
             }
             i += 1;
+        }
+        if node == 0 && refused.count < kept.count {
+            debug_assert!(walk.count == 0, "the root's pass is the whole walk");
+            walk.inside.copy_from_slice(&trie.all);
+            for &(a, b) in &refused.runs {
+                for &t in &trie.tokens[a as usize..b as usize] {
+                    walk.inside[t as usize / 32] &= !(1 << (t % 32));
+                }
+            }
+            walk.count = trie.tokens.len() - refused.count;
+        } else {
+            for &(a, b) in &kept.runs {
+                walk.add(&trie.tokens[a as usize..b as usize]);
+            }
         }
     }
 

@@ -194,6 +194,18 @@ impl LazyDfa {
         }
     }
 
+    /// The transitions of `state`, one per byte class (the state made
+    /// now if no walk has reached it yet).
+    #[inline]
+    pub fn row_of(&self, state: u32) -> &[u32] {
+        &self.row(state).trans
+    }
+
+    /// The byte class of every byte.
+    pub fn classes(&self) -> &[u8; 256] {
+        &self.classes
+    }
+
     /// The state after `byte` (dead when the byte cannot come next).
     #[inline]
     pub fn next(&self, state: u32, byte: u8) -> u32 {

@@ -37,6 +37,10 @@ pub struct TokenTrie {
     pub kid_start: Vec<u32>,
     pub kid_bytes: Vec<u8>,
     pub kid_nodes: Vec<u32>,
+    /// Every token of the trie as a mask row ([`Vocabulary::mask_words`]
+    /// words): a walk that keeps most of the vocabulary starts from it and
+    /// clears what dies, instead of setting each token it keeps.
+    pub all: Vec<u32>,
     fingerprint: u64,
 }
 
@@ -120,10 +124,15 @@ impl TokenTrie {
             kid_nodes[*at as usize] = i as u32;
             *at += 1;
         }
+        let mut all = vec![0u32; vocab.mask_words()];
+        for &t in &tokens {
+            all[t as usize / 32] |= 1 << (t % 32);
+        }
         TokenTrie {
             nodes,
             token_start,
             tokens,
+            all,
             max_depth,
             below,
             kid_start,
@@ -206,6 +215,7 @@ impl TokenTrie {
             + self.kid_start.len() * 4
             + self.kid_bytes.len() * 5
             + self.tokens.len() * 4
+            + self.all.len() * 4
     }
 }
 
