@@ -31,9 +31,11 @@ use tokensieve_core::GrammarError;
 use tokensieve_grammar::dfa::DEAD;
 use tokensieve_grammar::grow::Grow;
 use tokensieve_grammar::lazy::LazyDfa;
+use tokensieve_grammar::product::LazyProduct;
 use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep, TokenTrie};
 
-/// A lexeme's automaton: built whole, or as it is walked.
+/// A lexeme's automaton: built whole, or as it is walked (one regex's, or
+/// the intersection of several).
 // One per lexeme, inside its `Arc`: boxing the big variant would add a
 // pointer chase to every DFA step.
 #[allow(clippy::large_enum_variant)]
@@ -41,6 +43,8 @@ use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep, Toke
 pub(crate) enum LexDfa {
     Eager(ByteDfa),
     Lazy(LazyDfa),
+    /// An intersection of regexes (see [`LazyProduct`]).
+    Product(LazyProduct),
 }
 
 impl LexDfa {
@@ -49,6 +53,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.start(),
             LexDfa::Lazy(d) => d.start(),
+            LexDfa::Product(d) => d.start(),
         }
     }
 
@@ -57,6 +62,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.next(state, byte),
             LexDfa::Lazy(d) => d.next(state, byte),
+            LexDfa::Product(d) => d.next(state, byte),
         }
     }
 
@@ -66,6 +72,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.row(state),
             LexDfa::Lazy(d) => d.row_of(state),
+            LexDfa::Product(d) => d.row_of(state),
         }
     }
 
@@ -74,6 +81,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.classes(),
             LexDfa::Lazy(d) => d.classes(),
+            LexDfa::Product(d) => d.classes(),
         }
     }
 
@@ -82,6 +90,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.is_accepting(state),
             LexDfa::Lazy(d) => d.is_accepting(state),
+            LexDfa::Product(d) => d.is_accepting(state),
         }
     }
 
@@ -90,6 +99,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.forced_byte(state),
             LexDfa::Lazy(d) => d.forced_byte(state),
+            LexDfa::Product(d) => d.forced_byte(state),
         }
     }
 
@@ -98,6 +108,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.at_char_boundary(state),
             LexDfa::Lazy(d) => d.at_char_boundary(state),
+            LexDfa::Product(d) => d.at_char_boundary(state),
         }
     }
 
@@ -106,6 +117,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.num_states(),
             LexDfa::Lazy(d) => d.num_states(),
+            LexDfa::Product(d) => d.num_states(),
         }
     }
 
@@ -117,6 +129,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.num_states(),
             LexDfa::Lazy(d) => d.nfa_states().div_ceil(4),
+            LexDfa::Product(d) => d.nfa_states().div_ceil(4),
         }
     }
 
@@ -124,6 +137,7 @@ impl LexDfa {
         match self {
             LexDfa::Eager(d) => d.memory_bytes(),
             LexDfa::Lazy(d) => d.memory_bytes(),
+            LexDfa::Product(d) => d.memory_bytes(),
         }
     }
 
@@ -131,6 +145,7 @@ impl LexDfa {
     pub(crate) fn exhausted(&self) -> Option<GrammarError> {
         match self {
             LexDfa::Lazy(d) if d.exhausted() => Some(d.exhausted_error()),
+            LexDfa::Product(d) if d.exhausted() => Some(d.exhausted_error()),
             _ => None,
         }
     }
@@ -516,7 +531,8 @@ pub(crate) fn lazy_lexeme(
 }
 
 /// The lexeme of the texts every one of `regexes` matches (their
-/// intersection, built as a product automaton), shared like [`lexeme`].
+/// intersection, a product of lazy DFAs whose states are made as walks
+/// reach them), shared like [`lexeme`].
 pub(crate) fn intersection_lexeme(
     regexes: &[String],
     trie: &Arc<TokenTrie>,
@@ -528,7 +544,7 @@ pub(crate) fn intersection_lexeme(
     let key = format!("\0&{}", regexes.join("\0"));
     shared(key, trie, words, limits, share, || {
         let patterns: Vec<&str> = regexes.iter().map(String::as_str).collect();
-        ByteDfa::intersection(&patterns, limits).map(LexDfa::Eager)
+        LazyProduct::build(&patterns, limits).map(LexDfa::Product)
     })
 }
 

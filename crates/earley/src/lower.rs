@@ -592,7 +592,14 @@ impl<'a> Lowering<'a> {
         let share = self.config.shared_lexemes;
         let l = match intersection {
             None => lexeme(key, self.trie, self.words, &limits, share),
-            Some(regexes) => intersection_lexeme(regexes, self.trie, self.words, &limits, share),
+            // Built lazily: the limits of a lazy lexeme.
+            Some(regexes) => intersection_lexeme(
+                regexes,
+                self.trie,
+                self.words,
+                &self.config.lazy_limits(),
+                share,
+            ),
         };
         self.built.insert(slot, l.clone());
         l

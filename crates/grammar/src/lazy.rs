@@ -35,6 +35,11 @@ const BISIM_BUDGET: usize = 8;
 /// moved.
 static EXHAUSTIONS: AtomicUsize = AtomicUsize::new(0);
 
+/// Counts one more automaton run into a limit (see [`exhaustions`]).
+pub(crate) fn note_exhaustion() {
+    EXHAUSTIONS.fetch_add(1, Ordering::SeqCst);
+}
+
 /// How many lazy DFAs of this process have run into a limit so far.
 pub fn exhaustions() -> usize {
     EXHAUSTIONS.load(Ordering::SeqCst)

@@ -59,6 +59,7 @@ pub mod json_schema;
 pub mod lazy;
 mod minimize;
 pub mod pieces;
+pub mod product;
 mod recognizer;
 pub mod regular;
 pub mod syntax;

@@ -1,0 +1,500 @@
+//! [`LazyProduct`]: the strings every one of several regexes matches (a
+//! JSON string under a `pattern` or `format` and a length), as a DFA whose
+//! states are made the first time a walk reaches them.
+//!
+//! Each regex is a [`LazyDfa`]; a state of the product is one state of
+//! each, and a byte leads where it leads in all of them. Built whole
+//! ([`crate::ByteDfa::intersection`]), the product of `format: email` and
+//! `maxLength: 1024` has the email DFA's states times a thousand positions
+//! and took most of a second to compile; made lazily, a compile costs the
+//! regexes' NFAs and a walk only the states it reaches.
+//!
+//! A pair of live states need not be live together (`[a-z]{3,}` and
+//! `.{0,2}`): a state is kept only once a search of the product from it has
+//! met an accepting state, so every live state can still reach one, as in
+//! every other automaton a walk reads. Past its limit on states it stops
+//! making them: the transition is dead, which narrows the language, and
+//! [`LazyProduct::exhausted`] says so, as [`LazyDfa::exhausted`] does.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use tokensieve_core::GrammarError;
+
+use crate::dfa::{Automaton, DEAD, DfaLimits};
+use crate::grow::Grow;
+use crate::lazy::LazyDfa;
+
+const NOT_FORCED: u16 = 256;
+
+/// What is known of one product state once it is made.
+#[derive(Debug)]
+struct Row {
+    /// By byte class of the product.
+    trans: Box<[u32]>,
+    at_char_boundary: bool,
+    forced: u16,
+}
+
+/// Whether a product state can reach an accepting one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Unknown,
+    Live,
+    DeadEnd,
+}
+
+/// The part that makes states, one thread at a time.
+#[derive(Debug)]
+struct Builder {
+    /// The part states of each product state (0 is the dead state's).
+    tuples: Vec<Box<[u32]>>,
+    ids: HashMap<Box<[u32]>, u32>,
+    fate: Vec<Fate>,
+    bytes: usize,
+}
+
+/// The intersection of regexes, built as it is walked.
+#[derive(Debug)]
+pub struct LazyProduct {
+    parts: Vec<LazyDfa>,
+    /// Byte classes of the product: bytes that every part puts in one
+    /// class together.
+    classes: [u8; 256],
+    /// One byte of each class, and how many bytes the class holds.
+    reps: Vec<u8>,
+    class_size: Vec<u16>,
+    rows: Grow<Row>,
+    /// Whether each state accepts, known when it is made: a walk asks it
+    /// of states it has not expanded (a text step asks it of every
+    /// successor), and expanding a state searches from each successor.
+    accepting: Grow<bool>,
+    builder: Mutex<Builder>,
+    states: AtomicUsize,
+    max_states: usize,
+    max_bytes: usize,
+    exhausted: AtomicBool,
+}
+
+impl LazyProduct {
+    /// The product of `patterns` (whole-output matches, the regex-syntax
+    /// dialect): each pattern's NFA now, within `limits.nfa_size_limit`; at
+    /// most `limits.max_dfa_states` product states and
+    /// `limits.dfa_size_limit` heap bytes as it is walked (and as many for
+    /// each part). Errors: a pattern that does not parse or build, no
+    /// pattern, or patterns with no string in common.
+    pub fn build(patterns: &[&str], limits: &DfaLimits) -> Result<LazyProduct, GrammarError> {
+        if patterns.is_empty() {
+            return Err(GrammarError::InvalidSpec(
+                "an intersection of no regexes".into(),
+            ));
+        }
+        let parts = patterns
+            .iter()
+            .map(|p| LazyDfa::build(p, limits))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut classes = [0u8; 256];
+        let mut reps = Vec::new();
+        let mut class_size: Vec<u16> = Vec::new();
+        let mut ids: HashMap<Vec<u8>, u8> = HashMap::new();
+        for b in 0..=255u8 {
+            let key: Vec<u8> = parts.iter().map(|p| p.classes()[b as usize]).collect();
+            let next = ids.len();
+            let c = *ids.entry(key).or_insert_with(|| {
+                reps.push(b);
+                class_size.push(0);
+                next as u8
+            });
+            classes[b as usize] = c;
+            class_size[c as usize] += 1;
+        }
+        let start: Box<[u32]> = parts.iter().map(LazyDfa::start).collect();
+        let product = LazyProduct {
+            parts,
+            classes,
+            reps,
+            class_size,
+            rows: Grow::default(),
+            accepting: Grow::default(),
+            builder: Mutex::new(Builder {
+                tuples: vec![Box::new([])],
+                ids: HashMap::new(),
+                fate: vec![Fate::DeadEnd],
+                bytes: 0,
+            }),
+            states: AtomicUsize::new(1),
+            max_states: limits.max_dfa_states,
+            max_bytes: limits.dfa_size_limit,
+            exhausted: AtomicBool::new(false),
+        };
+        let _ = product.accepting.get_or_init(DEAD, || false);
+        let _ = product.rows.get_or_init(DEAD, || Row {
+            trans: vec![DEAD; product.reps.len()].into_boxed_slice(),
+            at_char_boundary: true,
+            forced: NOT_FORCED,
+        });
+        {
+            let mut b = product.builder.lock().unwrap_or_else(|e| e.into_inner());
+            let id = product.intern(&mut b, &start);
+            debug_assert_eq!(id, 1);
+            if id == DEAD || !product.live(&mut b, id) {
+                return Err(if product.exhausted() {
+                    product.exhausted_error()
+                } else {
+                    GrammarError::InvalidSpec(
+                        "the regexes of an intersection have no string in common".into(),
+                    )
+                });
+            }
+        }
+        Ok(product)
+    }
+
+    /// The state at the start of the output.
+    #[inline]
+    pub fn start(&self) -> u32 {
+        1
+    }
+
+    #[inline(always)]
+    fn row(&self, state: u32) -> &Row {
+        match self.rows.get(state) {
+            Some(row) => row,
+            None => self.rows.get_or_init(state, || self.expand(state)),
+        }
+    }
+
+    /// The transitions of `state`, one per byte class.
+    #[inline]
+    pub fn row_of(&self, state: u32) -> &[u32] {
+        &self.row(state).trans
+    }
+
+    /// The byte class of every byte.
+    pub fn classes(&self) -> &[u8; 256] {
+        &self.classes
+    }
+
+    /// The state after `byte` (dead when the byte cannot come next).
+    #[inline]
+    pub fn next(&self, state: u32, byte: u8) -> u32 {
+        self.row(state).trans[self.classes[byte as usize] as usize]
+    }
+
+    /// May the output end in `state`?
+    #[inline]
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.accepting.get(state).copied().unwrap_or(false)
+    }
+
+    /// The one byte that must come next in `state`, if any.
+    #[inline]
+    pub fn forced_byte(&self, state: u32) -> Option<u8> {
+        let f = self.row(state).forced;
+        (f != NOT_FORCED).then_some(f as u8)
+    }
+
+    /// Whether `state` sits on a UTF-8 character boundary.
+    #[inline]
+    pub fn at_char_boundary(&self, state: u32) -> bool {
+        self.row(state).at_char_boundary
+    }
+
+    /// Product states made so far, the dead one included.
+    pub fn num_states(&self) -> usize {
+        self.states.load(Ordering::Relaxed)
+    }
+
+    /// The parts' NFA states (what compiling cost).
+    pub fn nfa_states(&self) -> usize {
+        self.parts.iter().map(LazyDfa::nfa_states).sum()
+    }
+
+    /// Whether a limit stopped the making of a state, here or in a part.
+    pub fn exhausted(&self) -> bool {
+        self.exhausted.load(Ordering::SeqCst) || self.parts.iter().any(LazyDfa::exhausted)
+    }
+
+    /// The error that [`LazyProduct::exhausted`] stands for.
+    pub fn exhausted_error(&self) -> GrammarError {
+        if let Some(part) = self.parts.iter().find(|p| p.exhausted()) {
+            return part.exhausted_error();
+        }
+        let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        if b.tuples.len() >= self.max_states {
+            GrammarError::LimitExceeded {
+                what: format!(
+                    "an intersection's lazily built DFA ({} states)",
+                    b.tuples.len()
+                ),
+                limit: self.max_states,
+                knob: "max_dfa_states".into(),
+            }
+        } else {
+            GrammarError::LimitExceeded {
+                what: format!(
+                    "an intersection's lazily built DFA ({} heap bytes)",
+                    b.bytes
+                ),
+                limit: self.max_bytes,
+                knob: "dfa_size_limit".into(),
+            }
+        }
+    }
+
+    /// Heap bytes held (the parts, the states made).
+    pub fn memory_bytes(&self) -> usize {
+        let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        self.parts.iter().map(LazyDfa::memory_bytes).sum::<usize>() + b.bytes
+    }
+
+    /// The part states after the byte of class `class` from `tuple`, into
+    /// `out`; `false` where a part refuses the byte.
+    fn step(&self, tuple: &[u32], class: usize, out: &mut Vec<u32>) -> bool {
+        let byte = self.reps[class];
+        out.clear();
+        for (&q, p) in tuple.iter().zip(&self.parts) {
+            let t = p.next(q, byte);
+            if t == DEAD {
+                return false;
+            }
+            out.push(t);
+        }
+        true
+    }
+
+    fn accepts(&self, tuple: &[u32]) -> bool {
+        tuple
+            .iter()
+            .zip(&self.parts)
+            .all(|(&q, p)| p.is_accepting(q))
+    }
+
+    /// Makes the row of `state`: its live successors by class.
+    fn expand(&self, state: u32) -> Row {
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let tuple = b.tuples[state as usize].clone();
+        let accepting = self.is_accepting(state);
+        let mut trans = Vec::with_capacity(self.reps.len());
+        let mut next = Vec::with_capacity(tuple.len());
+        for class in 0..self.reps.len() {
+            let id = if self.step(&tuple, class, &mut next) {
+                let id = self.intern(&mut b, &next);
+                if id != DEAD && self.live(&mut b, id) {
+                    id
+                } else {
+                    DEAD
+                }
+            } else {
+                DEAD
+            };
+            trans.push(id);
+        }
+        b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
+        let mut forced = NOT_FORCED;
+        if !accepting {
+            let mut live = (0..trans.len()).filter(|&c| trans[c] != DEAD);
+            if let (Some(c), None) = (live.next(), live.next())
+                && self.class_size[c] == 1
+            {
+                forced = self.reps[c] as u16;
+            }
+        }
+        Row {
+            trans: trans.into_boxed_slice(),
+            at_char_boundary: self.parts[0].at_char_boundary(tuple[0]),
+            forced,
+        }
+    }
+
+    /// The id of `tuple`, made now if it is new (dead past the limits).
+    fn intern(&self, b: &mut Builder, tuple: &[u32]) -> u32 {
+        if let Some(&id) = b.ids.get(tuple) {
+            return id;
+        }
+        let bytes = tuple.len() * 8 + 48;
+        if b.tuples.len() >= self.max_states || b.bytes + bytes > self.max_bytes {
+            if !self.exhausted.swap(true, Ordering::SeqCst) {
+                crate::lazy::note_exhaustion();
+            }
+            return DEAD;
+        }
+        let id = b.tuples.len() as u32;
+        let tuple: Box<[u32]> = tuple.into();
+        let _ = self.accepting.get_or_init(id, || self.accepts(&tuple));
+        b.bytes += bytes;
+        b.ids.insert(tuple.clone(), id);
+        b.tuples.push(tuple);
+        b.fate.push(Fate::Unknown);
+        self.states.store(b.tuples.len(), Ordering::Relaxed);
+        id
+    }
+
+    /// Whether an accepting state can be reached from `state`: a
+    /// breadth-first search of the product that stops at the first
+    /// accepting or known live state. Every state met on the way with an
+    /// edge to a live one is live too, and is marked so: the next search,
+    /// from a neighbour, ends where it starts. When the search finds
+    /// nothing accepting, every state it met is a dead end.
+    fn live(&self, b: &mut Builder, state: u32) -> bool {
+        match b.fate[state as usize] {
+            Fate::Live => return true,
+            Fate::DeadEnd => return false,
+            Fate::Unknown => {}
+        }
+        let mut seen: HashSet<u32> = HashSet::new();
+        seen.insert(state);
+        // Edges met, in the order they were met.
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        let mut queue = VecDeque::from([state]);
+        let mut found = false;
+        let mut next = Vec::new();
+        while let Some(s) = queue.pop_front() {
+            if b.fate[s as usize] == Fate::Live || self.is_accepting(s) {
+                b.fate[s as usize] = Fate::Live;
+                found = true;
+                break;
+            }
+            let tuple = b.tuples[s as usize].clone();
+            for class in 0..self.reps.len() {
+                if !self.step(&tuple, class, &mut next) {
+                    continue;
+                }
+                let id = self.intern(b, &next);
+                if id == DEAD || b.fate[id as usize] == Fate::DeadEnd {
+                    continue;
+                }
+                edges.push((s, id));
+                if seen.insert(id) {
+                    queue.push_back(id);
+                }
+            }
+        }
+        if !found {
+            // Nothing accepting within reach (unless a limit cut the search
+            // short, which `exhausted` reports; the narrowing is then an
+            // error).
+            for &s in &seen {
+                b.fate[s as usize] = Fate::DeadEnd;
+            }
+            return false;
+        }
+        // Back along the edges met (latest first, so most of it is one
+        // pass): a state with a live successor is live.
+        loop {
+            let mut changed = false;
+            for &(from, to) in edges.iter().rev() {
+                if b.fate[to as usize] == Fate::Live && b.fate[from as usize] != Fate::Live {
+                    b.fate[from as usize] = Fate::Live;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        debug_assert_eq!(b.fate[state as usize], Fate::Live);
+        true
+    }
+}
+
+impl Automaton for LazyProduct {
+    fn start(&self) -> u32 {
+        LazyProduct::start(self)
+    }
+    fn next(&self, state: u32, byte: u8) -> u32 {
+        LazyProduct::next(self, state, byte)
+    }
+    fn is_accepting(&self, state: u32) -> bool {
+        LazyProduct::is_accepting(self, state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ByteDfa;
+    use crate::dfa::tests::limits;
+
+    fn walk(a: &impl Automaton, text: &[u8]) -> Option<u32> {
+        let mut s = a.start();
+        for &b in text {
+            s = a.next(s, b);
+            if s == DEAD {
+                return None;
+            }
+        }
+        Some(s)
+    }
+
+    /// Every string over `alphabet` of up to `len` bytes.
+    fn strings(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
+        let mut all = vec![Vec::new()];
+        let mut last = vec![Vec::new()];
+        for _ in 0..len {
+            let mut next = Vec::new();
+            for s in &last {
+                for &c in alphabet {
+                    let mut t = s.clone();
+                    t.push(c);
+                    next.push(t);
+                }
+            }
+            all.extend(next.iter().cloned());
+            last = next;
+        }
+        all
+    }
+
+    #[test]
+    fn the_lazy_product_is_the_intersection_built_whole() {
+        let cases: [(&[&str], &[u8]); 5] = [
+            // A JSON string under a pattern and a length.
+            (&[r#""[a-c]*b[a-c]*""#, r#""(?:[^"\\]){2,4}""#], b"\"abcx\\"),
+            // Live apart, dead together past three letters.
+            (&[r"[a-z]{3,}|x", r"[a-z]{0,2}|ab[a-z]"], b"abxyz"),
+            (&[r"(a|b)*a(a|b){2}", r"(aa|b)*", r"[ab]{0,6}"], b"ab"),
+            (&[r"é{1,3}|中x", r"[^x]{2}|..x"], "é中x".as_bytes()),
+            (&[r"-?[0-9]+", r"[0-9-]{1,3}", r"-?[1-9][0-9]*|0"], b"-109"),
+        ];
+        for (patterns, alphabet) in cases {
+            let eager = ByteDfa::intersection(patterns, &limits()).unwrap();
+            let lazy = LazyProduct::build(patterns, &limits()).unwrap();
+            for text in strings(alphabet, 6) {
+                let (e, l) = (walk(&eager, &text), walk(&lazy, &text));
+                assert_eq!(e.is_some(), l.is_some(), "{patterns:?} on {text:?}");
+                if let (Some(e), Some(l)) = (e, l) {
+                    assert_eq!(eager.is_accepting(e), lazy.is_accepting(l), "{text:?}");
+                    assert_eq!(eager.forced_byte(e), lazy.forced_byte(l), "{text:?}");
+                    assert_eq!(eager.at_char_boundary(e), lazy.at_char_boundary(l));
+                }
+            }
+            assert!(!lazy.exhausted());
+        }
+    }
+
+    #[test]
+    fn regexes_with_nothing_in_common_are_an_error_and_limits_narrow() {
+        let none = LazyProduct::build(&[r"[a-z]{3,}", r"[a-z]{0,2}"], &limits());
+        assert!(
+            matches!(&none, Err(GrammarError::InvalidSpec(m)) if m.contains("no string in common")),
+            "{none:?}"
+        );
+        assert!(LazyProduct::build(&[], &limits()).is_err());
+        assert!(LazyProduct::build(&["a", "("], &limits()).is_err());
+        // Twelve product states at most: a walk into a long counted run
+        // stops, and says which limit stopped it.
+        let small = DfaLimits {
+            max_dfa_states: 12,
+            ..limits()
+        };
+        let p = LazyProduct::build(&[r"[a-z]{0,100}", r"[a-c]*"], &small).unwrap();
+        assert_eq!(walk(&p, b"abcabcabcabcabcabc"), None);
+        assert!(p.exhausted());
+        assert!(matches!(
+            p.exhausted_error(),
+            GrammarError::LimitExceeded { knob, .. } if knob == "max_dfa_states"
+        ));
+    }
+}
