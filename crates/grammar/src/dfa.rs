@@ -287,7 +287,10 @@ impl ByteDfa {
     /// intersection of their languages): each pattern's DFA, then their
     /// product, pruned and minimized like one regex's. What a regex cannot
     /// say: a JSON string under a pattern *and* a length, or two patterns.
-    /// An empty intersection is an error, as an empty regex is.
+    /// An empty intersection is an error, as an empty regex is. Built
+    /// whole, it can be the product of thousands of states by thousands;
+    /// the earley backend makes it lazily ([`crate::product::LazyProduct`],
+    /// whose tests take this one as their reference).
     pub fn intersection(patterns: &[&str], limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {
         let Some((first, rest)) = patterns.split_first() else {
             return Err(GrammarError::InvalidSpec(
