@@ -425,9 +425,22 @@ impl Lexeme {
         // The step of the state last asked about: a string body asks about
         // the same state at nearly every node.
         let mut step_of = (DEAD, None::<TextStep>, None::<u32>);
+        // Subtrees whose bytes a step covers for fewer characters than
+        // they go deep (a string of bounded length): `(end, top)`, every
+        // node before `end` no deeper than `top` keeps its tokens without
+        // a DFA step; those one deeper read on from the state at `top`.
+        let mut zones: Vec<(usize, u32)> = Vec::new();
         let mut i = node as usize + 1;
         while i < end {
             let n = trie.nodes[i];
+            while zones.last().is_some_and(|z| i >= z.0) {
+                zones.pop();
+            }
+            if zones.last().is_some_and(|z| n.depth <= z.1) {
+                kept.push(trie.token_start[i], trie.token_start[i + 1]);
+                i += 1;
+                continue;
+            }
             let d = n.depth as usize;
             let next = stack[d - 1][classes[n.byte as usize] as usize];
             if next == DEAD {
@@ -445,15 +458,30 @@ impl Lexeme {
                 step_of = (next, self.runs.step(&self.dfa, next).copied(), None);
             }
             let below = &trie.below[i];
-            if step_of.1.is_some_and(|s| s.covers(below))
-                && *step_of
+            if step_of.1.is_some_and(|s| s.covers(below)) {
+                let run = *step_of
                     .2
-                    .get_or_insert_with(|| self.runs.run(&self.dfa, next))
-                    >= u32::from(below.height)
-            {
-                kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
-                i = n.next as usize;
-                continue;
+                    .get_or_insert_with(|| self.runs.run(&self.dfa, next));
+                if run >= u32::from(below.height) {
+                    kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
+                    i = n.next as usize;
+                    continue;
+                }
+                if !below.non_ascii {
+                    // One byte, one character: `run` bytes below the node
+                    // stay on the step's chain of live, non-accepting
+                    // states, whatever the bytes.
+                    let mut at = next;
+                    for _ in 0..run {
+                        at = self.runs.step(&self.dfa, at).expect("a run's steps").to;
+                    }
+                    let top = n.depth + run;
+                    stack[top as usize] = self.dfa.row(at);
+                    zones.push((n.next as usize, top));
+                    kept.push(trie.token_start[i], trie.token_start[i + 1]);
+                    i += 1;
+                    continue;
+                }
             }
             stack[d] = self.dfa.row(next);
             kept.push(trie.token_start[i], trie.token_start[i + 1]);
