@@ -484,6 +484,16 @@ pub(crate) struct Group {
     nodes: Vec<(u32, u32)>,
 }
 
+/// A set with more lexeme items than this is summarized by one walk from
+/// the trie root with every item at once; one with fewer item by item (each
+/// lexeme state's row, then its exits), unless their exits span half the
+/// trie. Item by item reuses what each lexeme state's walk found (kept
+/// with the lexeme, and taking a string body's subtrees whole), where the
+/// root walk steps the parser at every node it reaches: at a key of an
+/// object with a hundred optional members (a hundred key lexemes, one of
+/// them any string), 8 ms at every key, as each key's set is a new shape.
+const MANY_ITEMS: usize = 256;
+
 /// Most child summaries one summary keeps (then they are recomputed).
 const CHILDREN: usize = 256;
 
@@ -733,17 +743,18 @@ impl Walker {
         };
         let here = Origin::Set(cur.clone());
         // Per item, the tokens inside its lexeme are a precomputed row and
-        // only the exit subtrees are walked; but with many items, or items
-        // whose lexemes end almost anywhere (identifiers, free text), that
-        // walks the same parts of the trie again and again. Then one walk
-        // from the root with every item at once costs less.
+        // only the exit subtrees are walked; but with hundreds of items
+        // ([`MANY_ITEMS`]), or items whose lexemes end almost anywhere
+        // (identifiers, free text: exits over half the trie), that walks
+        // the same parts of the trie again and again. Then one walk from
+        // the root with every item at once costs less.
         let lexeme_items = cur
             .items
             .iter()
             .filter(|i| matches!(cfg.syms[i.pos as usize], Sym::Lex(_)))
             .count();
         let mut span = 0;
-        if lexeme_items <= 4 {
+        if lexeme_items <= MANY_ITEMS {
             for item in &cur.items {
                 if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
                     let lexeme = &cfg.lexemes[l as usize];
@@ -756,7 +767,7 @@ impl Walker {
                 }
             }
         }
-        if lexeme_items > 4 || span > trie.num_nodes() / 2 {
+        if lexeme_items > MANY_ITEMS || span > trie.num_nodes() / 2 {
             self.base().extend(cur.items.iter().cloned());
             self.walk_subtree(
                 cfg,

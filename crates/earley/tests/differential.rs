@@ -71,7 +71,30 @@ s ::= s s | "a" | "" | "b" s "b"
 "#
             .into(),
         ),
+        // Sets of a few lexeme items and of more than a mask summarizes
+        // item by item (one walk from the trie root then).
+        ("many_keys_12", many_keys(12)),
+        ("many_keys_300", many_keys(300)),
     ]
+}
+
+/// An object of `n` optional members in order, each its own key, then any
+/// other keys, values nesting: the set at a key holds a key lexeme per
+/// member still to come, and one for any key.
+fn many_keys(n: usize) -> String {
+    let mut g = String::from("root ::= \"{\" ");
+    for i in 0..n {
+        g += &format!("m{i}? ");
+    }
+    g += "extra* \"}\"\n";
+    for i in 0..n {
+        g += &format!(r#"m{i} ::= "\"k{i}\":" value ",""#);
+        g += "\n";
+    }
+    // A recursive value: the members are rules, not one regular lexeme.
+    g += r#"extra ::= "\"" [a-z]+ "\":" value ","
+value ::= [0-9] | "[" value "]""#;
+    g
 }
 
 /// Every single byte, some multi-byte pieces of the grammars above, and a
@@ -81,7 +104,8 @@ fn small_vocab() -> Arc<Vocabulary> {
     for t in [
         "ab", "ba", "a(", "()", ")a", "((", "))", "é", "(é", "é)", "bc", "ca)", "\":", "\": ",
         "{\"", "\"}", "[]", "{}", "12", "1.5", "e-", ", ", "SELECT", " FROM ", "_id", " = ", "'x'",
-        "aa", "aaa", "bb", "<a", ">,", "- ", "\n", "  ", "true", "nul", "\\u",
+        "aa", "aaa", "bb", "<a", ">,", "- ", "\n", "  ", "true", "nul", "\\u", ",\"", "\"k", "k1",
+        ":1",
     ] {
         tokens.push((t.as_bytes().to_vec(), false));
     }
