@@ -32,6 +32,7 @@ use tokensieve_grammar::dfa::DEAD;
 use tokensieve_grammar::grow::Grow;
 use tokensieve_grammar::lazy::LazyDfa;
 use tokensieve_grammar::product::LazyProduct;
+use tokensieve_grammar::trie::Utf8At;
 use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep, TokenTrie};
 
 /// A lexeme's automaton: built whole, or as it is walked (one regex's, or
@@ -252,6 +253,21 @@ struct Walk {
 }
 
 impl Walk {
+    /// Every token of the trie but the runs in `refused` (the walk's only
+    /// part: from the root).
+    fn take_all_but(&mut self, trie: &TokenTrie, refused: &[&Runs]) {
+        self.inside.copy_from_slice(&trie.all);
+        self.count = trie.tokens.len();
+        for runs in refused {
+            for &(a, b) in &runs.runs {
+                for &t in &trie.tokens[a as usize..b as usize] {
+                    self.inside[t as usize / 32] &= !(1 << (t % 32));
+                }
+            }
+            self.count -= runs.count;
+        }
+    }
+
     #[inline]
     fn add(&mut self, tokens: &[u32]) {
         for &t in tokens {
@@ -262,7 +278,7 @@ impl Walk {
 }
 
 /// Ranges of `TokenTrie::tokens` met in preorder, adjacent ones joined.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Runs {
     runs: Vec<(u32, u32)>,
     count: usize,
@@ -282,12 +298,110 @@ impl Runs {
     }
 }
 
+/// What a walk of the trie from a loop state (a string body) finds that
+/// depends on its text step alone: through the bytes the step takes, the
+/// walk stays in the state, so the subtrees it takes whole and the nodes
+/// where a byte leaves it are the same for every state with that step.
+/// Lexemes of one grammar share it (a schema has a string body in many
+/// lexemes: every string value, every key), and each walks only the
+/// escapes with its own DFA.
+#[derive(Debug, Default)]
+pub(crate) struct Skeleton {
+    /// Tokens kept whatever the state: subtrees taken whole, and the
+    /// tokens of the nodes passed in the loop.
+    kept: Runs,
+    /// Tokens that break UTF-8 partway through a character.
+    refused: Runs,
+    /// Nodes reached in the loop whose byte the step does not take (a
+    /// quote, a backslash, a control byte; a non-ASCII one when the step
+    /// does not take every character), in preorder: the walk goes on below
+    /// each with the state's own transition.
+    escapes: Vec<u32>,
+}
+
+impl Skeleton {
+    /// The walk in the loop of `step`. Through a multi-byte character the
+    /// walk's state is the loop's own partway through it when `step.utf8`
+    /// says every well-formed character returns to the loop: only the
+    /// UTF-8 decoder matters (a byte that breaks UTF-8 is refused, as our
+    /// automata, made for UTF-8 text, refuse it). Otherwise a non-ASCII
+    /// byte is an escape.
+    fn new(trie: &TokenTrie, step: &TextStep) -> Skeleton {
+        let mut s = Skeleton::default();
+        // The decoder at each depth of the current path; the loop itself
+        // at a character boundary.
+        let mut at = vec![Utf8At::Boundary; trie.max_depth + 1];
+        let mut i = 1;
+        while i < trie.nodes.len() {
+            let n = trie.nodes[i];
+            let next = n.next as usize;
+            let leaf = next == i + 1;
+            let parent = at[n.depth as usize - 1];
+            let here = if parent == Utf8At::Boundary && n.byte < 0x80 {
+                let takes = step.ascii[n.byte as usize / 64] >> (n.byte % 64) & 1 == 1;
+                takes.then_some(Utf8At::Boundary)
+            } else if step.utf8 {
+                match parent.step(n.byte) {
+                    Some(here) => Some(here),
+                    None => {
+                        s.refused.push(trie.token_start[i], trie.token_start[next]);
+                        i = next;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            match here {
+                None => {
+                    s.escapes.push(i as u32);
+                    i = next;
+                }
+                Some(Utf8At::Boundary) if !leaf && step.covers(&trie.below[i]) => {
+                    s.kept.push(trie.token_start[i], trie.token_start[next]);
+                    i = next;
+                }
+                Some(here) => {
+                    s.kept.push(trie.token_start[i], trie.token_start[i + 1]);
+                    at[n.depth as usize] = here;
+                    i += 1;
+                }
+            }
+        }
+        s
+    }
+}
+
+/// The skeletons of one grammar's lexemes, by text step (a grammar has one
+/// or two: string bodies with and without escapes).
+#[derive(Debug, Default)]
+pub(crate) struct Skeletons(Mutex<Vec<(StepKey, Arc<Skeleton>)>>);
+
+/// A text step as far as a skeleton depends on it: its ASCII bytes and
+/// whether it takes every character.
+type StepKey = ([u64; 2], bool);
+
+impl Skeletons {
+    fn get(&self, trie: &TokenTrie, step: &TextStep) -> Arc<Skeleton> {
+        let key = (step.ascii, step.utf8);
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, s)) = known.iter().find(|(k, _)| *k == key) {
+            return s.clone();
+        }
+        let s = Arc::new(Skeleton::new(trie, step));
+        known.push((key, s.clone()));
+        s
+    }
+}
+
 /// A lexeme's DFA over one vocabulary, with its states' indexes built on
 /// first use.
 pub(crate) struct Lexeme {
     pub dfa: LexDfa,
     pub trie: Arc<TokenTrie>,
     words: usize,
+    /// The string-body walks of the grammar this lexeme was made for.
+    skeletons: Arc<Skeletons>,
     states: Grow<StateIndex>,
     first: Grow<[u64; 4]>,
     runs: TextRuns,
@@ -302,12 +416,13 @@ impl std::fmt::Debug for Lexeme {
 }
 
 impl Lexeme {
-    fn new(dfa: LexDfa, trie: Arc<TokenTrie>, words: usize) -> Lexeme {
+    fn new(dfa: LexDfa, trie: Arc<TokenTrie>, words: usize, skeletons: Arc<Skeletons>) -> Lexeme {
         let runs = TextRuns::new(trie.max_depth);
         Lexeme {
             dfa,
             trie,
             words,
+            skeletons,
             states: Grow::default(),
             first: Grow::default(),
             runs,
@@ -359,6 +474,10 @@ impl Lexeme {
         // A state that takes most bytes scans its subtree in preorder
         // instead, one forward pass over the nodes.
         let mut pending = vec![(0u32, state, 0u32)];
+        if let Some(skeleton) = self.loop_skeleton(state) {
+            self.scan_escapes(state, &skeleton, &mut walk);
+            pending.clear();
+        }
         while let Some((node, from, depth)) = pending.pop() {
             if self
                 .first_bytes(from)
@@ -415,13 +534,44 @@ impl Lexeme {
     /// starts from every token and the refused ones are cleared.
     fn scan(&self, node: u32, state: u32, depth: u32, walk: &mut Walk) {
         let trie = &*self.trie;
-        let classes = self.dfa.classes();
         // The transitions of the state at each depth of the current path.
         let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
         stack[depth as usize] = self.dfa.row(state);
         let end = trie.nodes[node as usize].next as usize;
         let mut kept = Runs::default();
         let mut refused = Runs::default();
+        self.scan_range(
+            node as usize + 1,
+            end,
+            &mut stack,
+            &mut kept,
+            &mut refused,
+            walk,
+        );
+        if node == 0 && refused.count < kept.count {
+            debug_assert!(walk.count == 0, "the root's pass is the whole walk");
+            walk.take_all_but(trie, &[&refused]);
+        } else {
+            for &(a, b) in &kept.runs {
+                walk.add(&trie.tokens[a as usize..b as usize]);
+            }
+        }
+    }
+
+    /// The scan's pass over the nodes `first..end` (one subtree, or one
+    /// node and its subtree), `stack` holding the transitions of the state
+    /// above `first`: token runs kept and refused, exits into `walk`.
+    fn scan_range<'s>(
+        &'s self,
+        first: usize,
+        end: usize,
+        stack: &mut [&'s [u32]],
+        kept: &mut Runs,
+        refused: &mut Runs,
+        walk: &mut Walk,
+    ) {
+        let trie = &*self.trie;
+        let classes = self.dfa.classes();
         // The step of the state last asked about: a string body asks about
         // the same state at nearly every node.
         let mut step_of = (DEAD, None::<TextStep>, None::<u32>);
@@ -430,7 +580,7 @@ impl Lexeme {
         // node before `end` no deeper than `top` keeps its tokens without
         // a DFA step; those one deeper read on from the state at `top`.
         let mut zones: Vec<(usize, u32)> = Vec::new();
-        let mut i = node as usize + 1;
+        let mut i = first;
         while i < end {
             let n = trie.nodes[i];
             while zones.last().is_some_and(|z| i >= z.0) {
@@ -490,18 +640,48 @@ impl Lexeme {
             }
             i += 1;
         }
-        if node == 0 && refused.count < kept.count {
-            debug_assert!(walk.count == 0, "the root's pass is the whole walk");
-            walk.inside.copy_from_slice(&trie.all);
-            for &(a, b) in &refused.runs {
-                for &t in &trie.tokens[a as usize..b as usize] {
-                    walk.inside[t as usize / 32] &= !(1 << (t % 32));
-                }
-            }
-            walk.count = trie.tokens.len() - refused.count;
+    }
+
+    /// The [`Skeleton`] that serves `state`, if `state` is a loop a walk
+    /// can share: its text step leads back to it and covers every depth
+    /// (a string body), so which subtrees it takes whole and where its
+    /// bytes leave it depend on the step alone.
+    fn loop_skeleton(&self, state: u32) -> Option<Arc<Skeleton>> {
+        let step = *self.runs.step(&self.dfa, state)?;
+        if step.to != state || (self.runs.run(&self.dfa, state) as usize) < self.trie.max_depth {
+            return None;
+        }
+        Some(self.skeletons.get(&self.trie, &step))
+    }
+
+    /// The walk from the loop `state` through its skeleton: every token
+    /// the skeleton keeps, and the subtree of each escape scanned from
+    /// `state` as [`Lexeme::scan`] would.
+    fn scan_escapes(&self, state: u32, skeleton: &Skeleton, walk: &mut Walk) {
+        let trie = &*self.trie;
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        let row = self.dfa.row(state);
+        let mut kept = Runs::default();
+        let mut refused = Runs::default();
+        for &e in &skeleton.escapes {
+            let e = e as usize;
+            stack[trie.nodes[e].depth as usize - 1] = row;
+            self.scan_range(
+                e,
+                trie.nodes[e].next as usize,
+                &mut stack,
+                &mut kept,
+                &mut refused,
+                walk,
+            );
+        }
+        if refused.count + skeleton.refused.count < kept.count + skeleton.kept.count {
+            walk.take_all_but(trie, &[&refused, &skeleton.refused]);
         } else {
-            for &(a, b) in &kept.runs {
-                walk.add(&trie.tokens[a as usize..b as usize]);
+            for runs in [&skeleton.kept, &kept] {
+                for &(a, b) in &runs.runs {
+                    walk.add(&trie.tokens[a as usize..b as usize]);
+                }
             }
         }
     }
@@ -527,16 +707,23 @@ const CACHE_ENTRIES: usize = 512;
 
 static CACHE: Mutex<Option<LexemeCache>> = Mutex::new(None);
 
+/// What a grammar's lexemes share of the vocabulary: its token trie, the
+/// words of a mask row, and the grammar's string-body skeletons.
+pub(crate) struct LexVocab {
+    pub trie: Arc<TokenTrie>,
+    pub words: usize,
+    pub skeletons: Arc<Skeletons>,
+}
+
 /// The lexeme of `regex` on the vocabulary of `trie` (whole-match regex in
 /// the regex-syntax dialect), shared with every other grammar using it.
 pub(crate) fn lexeme(
     regex: &str,
-    trie: &Arc<TokenTrie>,
-    words: usize,
+    vocab: &LexVocab,
     limits: &DfaLimits,
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
-    shared(regex.to_string(), trie, words, limits, share, || {
+    shared(regex.to_string(), vocab, limits, share, || {
         ByteDfa::build(regex, limits).map(LexDfa::Eager)
     })
 }
@@ -546,14 +733,13 @@ pub(crate) fn lexeme(
 /// [`lexeme`].
 pub(crate) fn lazy_lexeme(
     regex: &str,
-    trie: &Arc<TokenTrie>,
-    words: usize,
+    vocab: &LexVocab,
     limits: &DfaLimits,
     share: bool,
     build: impl FnOnce() -> Result<LazyDfa, GrammarError>,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     // NUL never appears in a regex we build, so this key is no regex's.
-    shared(format!("\0~{regex}"), trie, words, limits, share, || {
+    shared(format!("\0~{regex}"), vocab, limits, share, || {
         build().map(LexDfa::Lazy)
     })
 }
@@ -563,14 +749,13 @@ pub(crate) fn lazy_lexeme(
 /// reach them), shared like [`lexeme`].
 pub(crate) fn intersection_lexeme(
     regexes: &[String],
-    trie: &Arc<TokenTrie>,
-    words: usize,
+    vocab: &LexVocab,
     limits: &DfaLimits,
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     // NUL never appears in a regex we build, so this key is no regex's.
     let key = format!("\0&{}", regexes.join("\0"));
-    shared(key, trie, words, limits, share, || {
+    shared(key, vocab, limits, share, || {
         let patterns: Vec<&str> = regexes.iter().map(String::as_str).collect();
         LazyProduct::build(&patterns, limits).map(LexDfa::Product)
     })
@@ -581,16 +766,23 @@ pub(crate) fn intersection_lexeme(
 /// kept in it (a cold compile: [`crate::EarleyConfig::shared_lexemes`]).
 fn shared(
     key: String,
-    trie: &Arc<TokenTrie>,
-    words: usize,
+    vocab: &LexVocab,
     limits: &DfaLimits,
     share: bool,
     build: impl FnOnce() -> Result<LexDfa, GrammarError>,
 ) -> Result<Arc<Lexeme>, GrammarError> {
+    let make = |dfa| {
+        Arc::new(Lexeme::new(
+            dfa,
+            vocab.trie.clone(),
+            vocab.words,
+            vocab.skeletons.clone(),
+        ))
+    };
     if !share {
-        return build().map(|dfa| Arc::new(Lexeme::new(dfa, trie.clone(), words)));
+        return build().map(make);
     }
-    let key = (trie.fingerprint(), key, limits.max_dfa_states);
+    let key = (vocab.trie.fingerprint(), key, limits.max_dfa_states);
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         let map = cache.get_or_insert_with(HashMap::new);
@@ -604,7 +796,7 @@ fn shared(
     }
     // Failures are kept too: a grammar tries each of its regular rules as
     // a lexeme, and one that is too big should cost one attempt a process.
-    let lexeme = build().map(|dfa| Arc::new(Lexeme::new(dfa, trie.clone(), words)));
+    let lexeme = build().map(make);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let map = cache.get_or_insert_with(HashMap::new);
     if map.len() >= CACHE_ENTRIES {
@@ -624,7 +816,7 @@ mod tests {
     /// pieces of multi-byte characters (cut anywhere, so some tokens are
     /// not well-formed UTF-8).
     fn vocabulary() -> Vocabulary {
-        let pieces: [&[u8]; 12] = [
+        let pieces: [&[u8]; 13] = [
             b"a",
             b"b",
             b"y",
@@ -637,6 +829,8 @@ mod tests {
             "中".as_bytes(),
             "😀".as_bytes(),
             b"\xff",
+            // A character cut short: what follows breaks UTF-8.
+            b"\xc3",
         ];
         let mut rng = SplitMix64(7);
         let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -695,11 +889,19 @@ mod tests {
             r#"a[^"\n]{0,6}y"#,
             r#""[^"\\]{2,40}""#,
             r#"([ab ]|中)*:"#,
+            // A loop that keeps most of the vocabulary: its row starts
+            // from every token and clears what its escapes refuse.
+            r"[^\n]*\n",
         ];
         let mut taken_whole = 0;
         for regex in regexes {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
-            let l = Lexeme::new(LexDfa::Eager(dfa), trie.clone(), vocab.mask_words());
+            let l = Lexeme::new(
+                LexDfa::Eager(dfa),
+                trie.clone(),
+                vocab.mask_words(),
+                Arc::default(),
+            );
             for state in 1..l.dfa.num_states() as u32 {
                 let (inside, exits) = plain_walk(&l, state);
                 let index = l.build_state(state);

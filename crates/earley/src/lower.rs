@@ -22,7 +22,7 @@ use tokensieve_grammar::regular::{
 use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
-use crate::lexeme::{Lexeme, intersection_lexeme, lazy_lexeme, lexeme};
+use crate::lexeme::{LexVocab, Lexeme, intersection_lexeme, lazy_lexeme, lexeme};
 use crate::parser::{Cfg, Sym};
 
 /// Regex [`weight`] (about NFA positions) a lexeme DFA state usually takes
@@ -33,8 +33,9 @@ const WEIGHT_A_STATE: usize = 4;
 /// Builds the flat grammar; shared by every spec kind.
 pub(crate) struct Lowering<'a> {
     config: &'a EarleyConfig,
-    trie: &'a Arc<TokenTrie>,
-    words: usize,
+    /// What this grammar's lexemes share (the trie, and the skeletons of
+    /// their string-body walks).
+    vocab: LexVocab,
     cancel: &'a CancelToken,
     syms: Vec<Sym>,
     alts: Vec<Vec<u32>>,
@@ -77,8 +78,11 @@ impl<'a> Lowering<'a> {
     ) -> Self {
         Lowering {
             config,
-            trie,
-            words,
+            vocab: LexVocab {
+                trie: trie.clone(),
+                words,
+                skeletons: Arc::default(),
+            },
             cancel,
             syms: Vec::new(),
             alts: Vec::new(),
@@ -521,8 +525,7 @@ impl<'a> Lowering<'a> {
         let limits = self.config.lazy_limits();
         let l = lazy_lexeme(
             key,
-            self.trie,
-            self.words,
+            &self.vocab,
             &limits,
             self.config.shared_lexemes,
             || LazyDfa::from_hir(&*tree()?, &limits),
@@ -591,15 +594,11 @@ impl<'a> Lowering<'a> {
         let limits = self.config.dfa_limits(max_states);
         let share = self.config.shared_lexemes;
         let l = match intersection {
-            None => lexeme(key, self.trie, self.words, &limits, share),
+            None => lexeme(key, &self.vocab, &limits, share),
             // Built lazily: the limits of a lazy lexeme.
-            Some(regexes) => intersection_lexeme(
-                regexes,
-                self.trie,
-                self.words,
-                &self.config.lazy_limits(),
-                share,
-            ),
+            Some(regexes) => {
+                intersection_lexeme(regexes, &self.vocab, &self.config.lazy_limits(), share)
+            }
         };
         self.built.insert(slot, l.clone());
         l

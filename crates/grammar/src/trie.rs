@@ -222,8 +222,8 @@ impl TokenTrie {
 /// Where a UTF-8 decoder stands: at a character boundary, or owing
 /// continuation bytes, some of them in a narrowed range (after `E0`, `ED`,
 /// `F0`, `F4`).
-#[derive(Clone, Copy)]
-enum Utf8At {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Utf8At {
     Boundary = 0,
     Owe1,
     Owe2,
@@ -247,7 +247,7 @@ const UTF8_STATES: [Utf8At; 8] = [
 
 impl Utf8At {
     /// The decoder after `b`, or `None` when `b` breaks well-formed UTF-8.
-    fn step(self, b: u8) -> Option<Utf8At> {
+    pub fn step(self, b: u8) -> Option<Utf8At> {
         use Utf8At::*;
         let cont = |lo: u8, hi: u8, then: Utf8At| (lo..=hi).contains(&b).then_some(then);
         match self {
