@@ -474,10 +474,6 @@ impl Lexeme {
         // A state that takes most bytes scans its subtree in preorder
         // instead, one forward pass over the nodes.
         let mut pending = vec![(0u32, state, 0u32)];
-        if let Some(skeleton) = self.loop_skeleton(state) {
-            self.scan_escapes(state, &skeleton, &mut walk);
-            pending.clear();
-        }
         while let Some((node, from, depth)) = pending.pop() {
             if self
                 .first_bytes(from)
@@ -486,7 +482,17 @@ impl Lexeme {
                 .sum::<u32>()
                 >= WIDE
             {
-                self.scan(node, from, depth, &mut walk);
+                // A wide loop at the root (a string body) walks through
+                // the grammar's skeleton of it.
+                let skeleton = if node == 0 {
+                    self.loop_skeleton(from)
+                } else {
+                    None
+                };
+                match skeleton {
+                    Some(skeleton) => self.scan_escapes(from, &skeleton, &mut walk),
+                    None => self.scan(node, from, depth, &mut walk),
+                }
                 continue;
             }
             let (bytes, kids) = trie.kids(node as usize);

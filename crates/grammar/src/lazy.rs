@@ -542,13 +542,13 @@ fn co_reachable(nfa: &thompson::NFA) -> Vec<bool> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ByteDfa;
     use crate::dfa::tests::limits;
 
     /// Walks `text`; `None` when a byte is refused.
-    fn walk(a: &impl Automaton, text: &[u8]) -> Option<u32> {
+    pub(crate) fn walk(a: &impl Automaton, text: &[u8]) -> Option<u32> {
         let mut s = a.start();
         for &b in text {
             s = a.next(s, b);

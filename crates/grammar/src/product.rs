@@ -416,17 +416,7 @@ mod tests {
     use super::*;
     use crate::ByteDfa;
     use crate::dfa::tests::limits;
-
-    fn walk(a: &impl Automaton, text: &[u8]) -> Option<u32> {
-        let mut s = a.start();
-        for &b in text {
-            s = a.next(s, b);
-            if s == DEAD {
-                return None;
-            }
-        }
-        Some(s)
-    }
+    use crate::lazy::tests::walk;
 
     /// Every string over `alphabet` of up to `len` bytes.
     fn strings(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
