@@ -160,13 +160,9 @@ pub fn compile_constraint_with_timeout(
     CompileWorker::new().compile(backend, constraint, timeout)
 }
 
-/// One compile for a [`CompileWorker`]'s thread, and where its outcome goes.
-struct CompileJob {
-    backend: Arc<dyn GrammarBackend>,
-    constraint: Constraint,
-    cancel: CancelToken,
-    reply: mpsc::Sender<CompileOutcome>,
-}
+/// One piece of work for a [`CompileWorker`]'s thread: a compile, or what
+/// a caller runs after it ([`CompileWorker::run`]). It sends its own result.
+type WorkerJob = Box<dyn FnOnce() + Send>;
 
 /// A thread that compiles one constraint at a time, kept from one compile
 /// to the next, as an inference server keeps its compile workers: a run of
@@ -176,9 +172,16 @@ struct CompileJob {
 /// keeps nothing of a compile but the thread.) After a time-out the thread
 /// is left to finish or notice its cancellation, and the next compile
 /// starts a new one.
+///
+/// [`CompileWorker::run`] runs more work on the same thread: a benchmark
+/// walks its tests there, so that one thread compiles and masks, as the
+/// contract's "one thread" asks and as an engine benchmarked in a process
+/// of its own does (a grammar built on one thread and used and freed on
+/// another pays for it: its memory sits in the other thread's allocator
+/// arena and caches).
 #[derive(Default)]
 pub struct CompileWorker {
-    jobs: Option<mpsc::Sender<CompileJob>>,
+    jobs: Option<mpsc::Sender<WorkerJob>>,
 }
 
 impl CompileWorker {
@@ -198,65 +201,71 @@ impl CompileWorker {
     ) -> CompileOutcome {
         let (reply, outcome) = mpsc::channel();
         let cancel = CancelToken::new();
-        let mut job = CompileJob {
-            backend,
-            constraint,
-            cancel: cancel.clone(),
-            reply,
-        };
-        // A thread that died (only a panic outside the caught compile can
-        // end one) gives its job back: then once more on a new thread.
-        for _ in 0..2 {
-            let jobs = match self.thread() {
-                Ok(jobs) => jobs,
-                Err(e) => {
-                    return CompileOutcome::Panicked {
-                        message: format!("cannot start a compile thread: {e}"),
-                    };
-                }
+        let job_cancel = cancel.clone();
+        let job: WorkerJob = Box::new(move || {
+            let compiled = catch_panic(|| {
+                compile_constraint_timed(backend.as_ref(), &constraint, &job_cancel)
+            });
+            let outcome = match compiled {
+                Ok((Ok(grammar), elapsed)) => CompileOutcome::Ready { grammar, elapsed },
+                Ok((Err(error), elapsed)) => CompileOutcome::Failed { error, elapsed },
+                Err(message) => CompileOutcome::Panicked { message },
             };
+            // The receiver is gone after a time-out; nothing to tell then.
+            let _ = reply.send(outcome);
+        });
+        if let Err(message) = self.send(job) {
+            return CompileOutcome::Panicked { message };
+        }
+        self.wait(&outcome, &cancel, timeout)
+    }
+
+    /// Runs `f` on the worker's thread (after the compile before it) and
+    /// waits for it, with no time limit; a panic inside is caught and given
+    /// back as its message.
+    pub fn run<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let (reply, result) = mpsc::channel();
+        let job: WorkerJob = Box::new(move || {
+            let _ = reply.send(catch_panic(f));
+        });
+        self.send(job)?;
+        result.recv().unwrap_or_else(|_| {
+            self.jobs = None;
+            Err("the worker thread ended without a result".into())
+        })
+    }
+
+    /// Hands `job` to the worker's thread. A thread that died (only a panic
+    /// outside a caught job can end one) gives its job back: then once more
+    /// on a new thread.
+    fn send(&mut self, mut job: WorkerJob) -> Result<(), String> {
+        for _ in 0..2 {
+            let jobs = self
+                .thread()
+                .map_err(|e| format!("cannot start a compile thread: {e}"))?;
             match jobs.send(job) {
-                Ok(()) => return self.wait(&outcome, &cancel, timeout),
+                Ok(()) => return Ok(()),
                 Err(mpsc::SendError(back)) => {
                     job = back;
                     self.jobs = None;
                 }
             }
         }
-        CompileOutcome::Panicked {
-            message: "the compile thread ended twice without a result".into(),
-        }
+        Err("the compile thread ended twice without a result".into())
     }
 
     /// The sender of the worker's thread, started if there is none.
-    fn thread(&mut self) -> std::io::Result<&mpsc::Sender<CompileJob>> {
+    fn thread(&mut self) -> std::io::Result<&mpsc::Sender<WorkerJob>> {
         if self.jobs.is_none() {
-            let (tx, rx) = mpsc::channel::<CompileJob>();
+            let (tx, rx) = mpsc::channel::<WorkerJob>();
             std::thread::Builder::new()
                 .name("tokensieve-compile".into())
-                .spawn(move || {
-                    // Ends when the worker drops its sender (dropped, or
-                    // after a time-out).
-                    for job in rx {
-                        let compiled = catch_panic(|| {
-                            compile_constraint_timed(
-                                job.backend.as_ref(),
-                                &job.constraint,
-                                &job.cancel,
-                            )
-                        });
-                        let outcome = match compiled {
-                            Ok((Ok(grammar), elapsed)) => {
-                                CompileOutcome::Ready { grammar, elapsed }
-                            }
-                            Ok((Err(error), elapsed)) => CompileOutcome::Failed { error, elapsed },
-                            Err(message) => CompileOutcome::Panicked { message },
-                        };
-                        // The receiver is gone after a time-out; nothing to
-                        // tell then.
-                        let _ = job.reply.send(outcome);
-                    }
-                })?;
+                // Ends when the worker drops its sender (dropped, or after a
+                // time-out).
+                .spawn(move || rx.into_iter().for_each(|job| job()))?;
             self.jobs = Some(tx);
         }
         Ok(self.jobs.as_ref().expect("started above"))
@@ -656,6 +665,34 @@ mod tests {
                 _ => panic!("expected a caught panic"),
             }
         }
+    }
+
+    /// Work run after a compile runs on the worker's own thread, the same
+    /// from one call to the next; a panic in it is caught and the worker
+    /// goes on.
+    #[test]
+    fn work_runs_on_the_compile_thread() {
+        let (_, backend) = setup(Lie::None);
+        let backend: Arc<dyn GrammarBackend> = Arc::new(backend);
+        let mut worker = CompileWorker::new();
+        let here = || {
+            let me = std::thread::current();
+            (me.id(), me.name().map(str::to_string))
+        };
+        assert!(matches!(
+            worker.compile(backend.clone(), Constraint::json_schema("ok"), None),
+            CompileOutcome::Ready { .. }
+        ));
+        let first = worker.run(here).unwrap();
+        assert_ne!(first.0, std::thread::current().id());
+        assert_eq!(first.1.as_deref(), Some("tokensieve-compile"));
+        let message = worker.run(|| panic!("walk exploded")).unwrap_err();
+        assert_eq!(message, "walk exploded");
+        assert!(matches!(
+            worker.compile(backend, Constraint::json_schema("ok"), None),
+            CompileOutcome::Ready { .. }
+        ));
+        assert_eq!(worker.run(here).unwrap(), first);
     }
 
     #[test]

@@ -135,7 +135,7 @@ fn run_file(
     backend: &Arc<dyn GrammarBackend>,
     worker: &mut CompileWorker,
     timeout: Duration,
-    row: &mut [u32],
+    row: &mut Vec<u32>,
 ) -> Value {
     let mut record = json!({
         "id": file.id,
@@ -188,19 +188,49 @@ fn run_file(
             return record;
         }
     };
-    let vocab = backend.vocabulary();
-    let mut tests = Vec::with_capacity(tokenized.len());
-    for (k, (valid, ids)) in tokenized.iter().enumerate() {
-        match catch_panic(|| walk(grammar.as_ref(), vocab, ids, row, WalkOptions::default())) {
-            Ok(w) => tests.push(test_json(*valid, &w)),
-            Err(message) => {
-                // The tests finished before the panic are real measurements
-                // and stay in the record; the file counts as a crash.
-                record["crash"] = json!(format!("panic while matching test {k}: {message}"));
-                break;
+    // The tests are walked on the thread that compiled (contract §3: one
+    // thread), which also drops the grammar.
+    let vocab = backend.vocabulary().clone();
+    let mut owned_row = std::mem::take(row);
+    let walked = worker.run(move || {
+        let mut tests = Vec::with_capacity(tokenized.len());
+        let mut crash = None;
+        for (k, (valid, ids)) in tokenized.iter().enumerate() {
+            match catch_panic(|| {
+                walk(
+                    grammar.as_ref(),
+                    &vocab,
+                    ids,
+                    &mut owned_row,
+                    WalkOptions::default(),
+                )
+            }) {
+                Ok(w) => tests.push(test_json(*valid, &w)),
+                Err(message) => {
+                    // The tests finished before the panic are real
+                    // measurements and stay in the record; the file counts
+                    // as a crash.
+                    crash = Some(format!("panic while matching test {k}: {message}"));
+                    break;
+                }
             }
         }
-    }
+        (tests, crash, owned_row)
+    });
+    let tests = match walked {
+        Ok((tests, crash, owned_row)) => {
+            *row = owned_row;
+            if let Some(message) = crash {
+                record["crash"] = json!(message);
+            }
+            tests
+        }
+        Err(message) => {
+            *row = vec![0u32; backend.vocabulary().mask_words()];
+            record["crash"] = json!(format!("the walk's thread failed: {message}"));
+            Vec::new()
+        }
+    };
     record["tests"] = Value::Array(tests);
     record
 }
