@@ -1600,3 +1600,47 @@ fn enum_values_the_check_cannot_decide_go_by_the_lowering() {
     // Nothing found valid: the lowering's own error stands.
     unsupported_at(json!({"enum": ["ab"], "not": {"pattern": "\\s"}}), "/not");
 }
+
+/// A chain of `$ref`s nests the lowering as deep as `max_schema_depth`
+/// with a shallow document. On a thread of 256 KiB of stack a chain within
+/// the limit lowers (the lowering runs on a stack of its own), and one at it
+/// is a `LimitExceeded` error, not a stack overflow.
+#[test]
+fn a_deep_ref_chain_lowers_on_a_small_stack() {
+    let chain = |n: usize| {
+        let mut defs = serde_json::Map::new();
+        for i in 0..n {
+            let next = if i + 1 == n {
+                json!({"type": "integer"})
+            } else {
+                json!({"$ref": format!("#/$defs/d{}", i + 1)})
+            };
+            defs.insert(
+                format!("d{i}"),
+                json!({"type": "object", "properties": {"a": next}, "required": ["a"]}),
+            );
+        }
+        json!({"$defs": defs, "$ref": "#/$defs/d0"}).to_string()
+    };
+    let lower = |n: usize| {
+        let text = chain(n);
+        std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn(move || {
+                schema_to_grammar(
+                    &text,
+                    &SpecOptions::default(),
+                    0,
+                    &LoweringLimits::default(),
+                )
+                .map(|_| ())
+            })
+            .unwrap()
+            .join()
+            .expect("no stack overflow")
+    };
+    let limit = LoweringLimits::default().max_schema_depth as usize;
+    lower(limit - 1).expect("a chain within the limit lowers");
+    let e = lower(limit).unwrap_err();
+    assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
+}
