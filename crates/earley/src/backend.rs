@@ -104,7 +104,10 @@ impl EarleyBackend {
     /// compile, a lexeme the process cache dropped) numbers them otherwise.
     fn summary_cache(&self, constraint: &Constraint, lexemes: &[Arc<Lexeme>]) -> Arc<SummaryCache> {
         let limit = self.config.shared_summaries;
-        if limit == 0 {
+        // Lexemes built afresh for each compile never match kept ones:
+        // keeping them would only hold old grammars' lexemes alive and make
+        // a later compile pay for dropping them.
+        if limit == 0 || !self.config.shared_lexemes {
             return Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
         }
         let same = |kept: &[Arc<Lexeme>]| {
@@ -490,5 +493,8 @@ mod tests {
         );
         let first = summaries(&cold, &a);
         assert!(!Arc::ptr_eq(&first, &summaries(&cold, &a)));
+        // Nor does a cold backend keep anything (old lexemes alive).
+        assert!(cold.summaries.lock().unwrap().is_empty());
+        assert_eq!(warm.summaries.lock().unwrap().len(), 2);
     }
 }

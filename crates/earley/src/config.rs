@@ -49,7 +49,9 @@ pub struct EarleyConfig {
     /// constraint (equal, not only canonically: the same schema text)
     /// again (a serving engine that evicted it, a benchmark that
     /// compiles per file) starts with the summaries the last compile
-    /// learned. 0 = every compile starts cold. Default 64.
+    /// learned. 0 = every compile starts cold. Only with `shared_lexemes`
+    /// (summaries name the states of the very lexemes they were made
+    /// with). Default 64.
     pub shared_summaries: usize,
     /// Whether lexemes (their DFAs and the trie walks of their states)
     /// are kept process-wide and shared by every grammar of the same
