@@ -175,19 +175,6 @@ pub(crate) enum TokenSet {
 }
 
 impl TokenSet {
-    pub(crate) fn from_ids(mut ids: Vec<u32>, words: usize) -> TokenSet {
-        ids.sort_unstable();
-        ids.dedup();
-        if ids.len() * 32 < words * 4 {
-            return TokenSet::Sparse(ids);
-        }
-        let mut row = vec![0u32; words];
-        for id in ids {
-            row[id as usize / 32] |= 1 << (id % 32);
-        }
-        TokenSet::Dense(row)
-    }
-
     /// The set of a row holding `count` tokens: kept as the row when many,
     /// as sorted ids when few.
     pub(crate) fn from_row(row: Vec<u32>, count: usize) -> TokenSet {

@@ -869,16 +869,8 @@ impl Walker {
                 Some((&mut frontier, &mut pending)),
             )?;
         }
-        let ids = found
-            .iter()
-            .enumerate()
-            .flat_map(|(w, &bits)| {
-                (0..32)
-                    .filter(move |b| bits & (1 << b) != 0)
-                    .map(move |b| (w * 32 + b) as u32)
-            })
-            .collect();
-        Ok(Summary::new(TokenSet::from_ids(ids, words), pending))
+        let count = found.iter().map(|w| w.count_ones() as usize).sum();
+        Ok(Summary::new(TokenSet::from_row(found, count), pending))
     }
 
     /// The mask of a set from its shape's summary: the allowed tokens, then
