@@ -1,7 +1,8 @@
 //! What the front end costs and writes: lowers the JSON Schema of each
 //! MaskBench file given (context-free, as the earley backend takes it) and
 //! prints the lowering's and the piece split's time, the regex text's size
-//! and its rules; with `SHOW=1`, the text itself.
+//! and its rules; with `SHOW=1`, the text itself; with `PIECES=1`, the
+//! pieces the split makes of it (regexes between slashes, rule references).
 //!
 //! `cargo run --release -p tokensieve-grammar --example dump_lowering -- FILE...`
 
@@ -39,6 +40,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if pieces.is_ok() { "ok" } else { "error" },
             g.rules.len()
         );
+        if let (Some(_), Ok(p)) = (std::env::var_os("PIECES"), &pieces) {
+            for (i, rule) in p.rules.iter().enumerate() {
+                for alt in rule {
+                    let parts: Vec<String> = alt
+                        .iter()
+                        .map(|piece| match piece {
+                            tokensieve_grammar::pieces::Piece::Regex { regex, .. } => {
+                                format!("/{regex}/")
+                            }
+                            other => format!("{other:?}"),
+                        })
+                        .collect();
+                    println!("piece-rule {i}: {}", parts.join(" "));
+                }
+            }
+        }
         if std::env::var_os("SHOW").is_some() {
             println!("root {}", g.root);
             for (i, rule) in g.rules.iter().enumerate() {

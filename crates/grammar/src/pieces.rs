@@ -140,8 +140,8 @@ pub fn split_with(
             continue;
         }
         let hir = parse(text, limits, i)?;
-        let alternatives = match s.walk(&hir)? {
-            Walked::Plain => vec![vec![plain(hir)?]],
+        let alternatives = match s.walk(hir)? {
+            Walked::Plain(hir) => vec![vec![plain(hir)?]],
             Walked::Pieces(pieces) => vec![pieces],
         };
         s.rules[i] = alternatives;
@@ -369,8 +369,9 @@ impl PieceGrammar {
 }
 
 enum Walked {
-    /// No reference inside: the caller keeps it as part of a larger regex.
-    Plain,
+    /// No reference inside: the tree, given back for the caller to keep as
+    /// part of a larger regex.
+    Plain(Hir),
     Pieces(Vec<Piece>),
 }
 
@@ -410,27 +411,18 @@ impl Splitter<'_> {
         Ok(self.rules.len() - 1)
     }
 
-    /// The pieces of a sequence, or `None` when it is one plain regex. A
-    /// long repetition in it ([`Splitter::long_repetition`]) is taken
-    /// apart into blocks with the rest of the sequence as its continuation.
-    fn sequence(&mut self, subs: &[Hir]) -> Result<Option<Vec<Piece>>, GrammarError> {
-        let long = subs
-            .iter()
-            .enumerate()
-            .find_map(|(k, s)| self.long_repetition(s).map(|long| (k, long)));
-        let head = &subs[..long.map_or(subs.len(), |(k, _)| k)];
-        let walked = head
-            .iter()
-            .map(|s| self.walk(s))
-            .collect::<Result<Vec<_>, _>>()?;
-        if long.is_none() && walked.iter().all(|w| matches!(w, Walked::Plain)) {
-            return Ok(None);
-        }
+    /// The pieces of a sequence (the tree again when it is one plain
+    /// regex). A long repetition in it ([`Splitter::long_repetition`]) is
+    /// taken apart into blocks with the rest of the sequence as its
+    /// continuation. The parts are moved, not copied, into the pieces.
+    fn sequence(&mut self, mut subs: Vec<Hir>) -> Result<Walked, GrammarError> {
+        let long = subs.iter().position(|s| self.long_repetition(s).is_some());
+        let tail = long.map(|k| subs.split_off(k));
         let mut pieces = Vec::new();
         let mut run: Vec<Hir> = Vec::new();
-        for (sub, w) in head.iter().zip(walked) {
-            match w {
-                Walked::Plain => run.push(sub.clone()),
+        for sub in subs {
+            match self.walk(sub)? {
+                Walked::Plain(sub) => run.push(sub),
                 Walked::Pieces(p) => {
                     if !run.is_empty() {
                         pieces.push(plain(Hir::concat(std::mem::take(&mut run)))?);
@@ -439,20 +431,32 @@ impl Splitter<'_> {
                 }
             }
         }
+        let Some(mut tail) = tail else {
+            if pieces.is_empty() {
+                return Ok(Walked::Plain(Hir::concat(run)));
+            }
+            if !run.is_empty() {
+                pieces.push(plain(Hir::concat(run))?);
+            }
+            pieces.retain(|p| !matches!(p, Piece::Regex { regex, .. } if regex.is_empty()));
+            return Ok(Walked::Pieces(pieces));
+        };
         if !run.is_empty() {
             pieces.push(plain(Hir::concat(run))?);
         }
-        if let Some((k, (rep, per_block))) = long {
-            let rest = &subs[k + 1..];
-            let continuation = match self.sequence(rest)? {
-                Some(p) => p,
-                None if rest.is_empty() => Vec::new(),
-                None => vec![plain(Hir::concat(rest.to_vec()))?],
-            };
-            pieces.extend(self.blocks(rep, per_block, continuation)?);
-        }
+        let rest = tail.split_off(1);
+        let continuation = if rest.is_empty() {
+            Vec::new()
+        } else {
+            match self.sequence(rest)? {
+                Walked::Pieces(p) => p,
+                Walked::Plain(rest) => vec![plain(rest)?],
+            }
+        };
+        let (rep, per_block) = self.long_repetition(&tail[0]).expect("found long above");
+        pieces.extend(self.blocks(rep, per_block, continuation)?);
         pieces.retain(|p| !matches!(p, Piece::Regex { regex, .. } if regex.is_empty()));
-        Ok(Some(pieces))
+        Ok(Walked::Pieces(pieces))
     }
 
     /// `hir` if it is a counted repetition (in captures or not) of a
@@ -562,12 +566,26 @@ impl Splitter<'_> {
         Ok(pieces)
     }
 
-    fn walk(&mut self, hir: &Hir) -> Result<Walked, GrammarError> {
-        Ok(match hir.kind() {
-            HirKind::Empty | HirKind::Look(_) => Walked::Plain,
+    /// Whether [`Splitter::walk`] has anything to take apart in `hir`: a
+    /// rule reference, or a repetition long enough for blocks.
+    fn needs_walk(&self, hir: &Hir) -> bool {
+        mentions_rule(hir) || self.holds_long_repetition(hir)
+    }
+
+    /// `hir`'s pieces, or `hir` itself when it is plain. Takes the tree: a
+    /// plain part is moved into its piece, not copied (only the parts of a
+    /// tree that hold a reference are taken apart).
+    fn walk(&mut self, hir: Hir) -> Result<Walked, GrammarError> {
+        if !self.needs_walk(&hir) {
+            return Ok(Walked::Plain(hir));
+        }
+        match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) | HirKind::Class(Class::Bytes(_)) => {
+                return Ok(Walked::Plain(hir));
+            }
             HirKind::Literal(lit) => {
                 let Ok(text) = std::str::from_utf8(&lit.0) else {
-                    return Ok(Walked::Plain);
+                    return Ok(Walked::Plain(hir));
                 };
                 let mut pieces = Vec::new();
                 let mut run = String::new();
@@ -585,12 +603,12 @@ impl Splitter<'_> {
                     }
                 }
                 if !any {
-                    return Ok(Walked::Plain);
+                    return Ok(Walked::Plain(hir));
                 }
                 if !run.is_empty() {
                     pieces.push(literal(&run));
                 }
-                Walked::Pieces(pieces)
+                return Ok(Walked::Pieces(pieces));
             }
             HirKind::Class(Class::Unicode(class)) => {
                 let mut targets = Vec::new();
@@ -600,50 +618,68 @@ impl Splitter<'_> {
                     for code in lo..=hi {
                         match char::from_u32(code).map(|c| self.target(c)).transpose()? {
                             Some(Some(rule)) => targets.push(rule),
-                            _ => return Ok(Walked::Plain),
+                            _ => return Ok(Walked::Plain(hir)),
                         }
                     }
                 }
-                if targets.len() == 1 {
+                return Ok(if targets.len() == 1 {
                     Walked::Pieces(vec![Piece::Rule(targets[0])])
                 } else {
                     let alternatives = targets.into_iter().map(|t| vec![Piece::Rule(t)]).collect();
                     Walked::Pieces(vec![Piece::Rule(self.helper(alternatives)?)])
+                });
+            }
+            HirKind::Repetition(_) => {
+                if let Some((rep, per_block)) = self.long_repetition(&hir) {
+                    return Ok(Walked::Pieces(self.blocks(rep, per_block, Vec::new())?));
                 }
             }
-            HirKind::Class(Class::Bytes(_)) => Walked::Plain,
-            HirKind::Capture(capture) => self.walk(&capture.sub)?,
-            HirKind::Concat(subs) => match self.sequence(subs)? {
-                Some(pieces) => Walked::Pieces(pieces),
-                None => Walked::Plain,
-            },
+            HirKind::Capture(_) | HirKind::Concat(_) | HirKind::Alternation(_) => {}
+        }
+        Ok(match hir.into_kind() {
+            HirKind::Capture(capture) => self.walk(*capture.sub)?,
+            HirKind::Concat(subs) => self.sequence(subs)?,
             HirKind::Alternation(subs) => {
                 let walked = subs
-                    .iter()
+                    .into_iter()
                     .map(|s| self.walk(s))
                     .collect::<Result<Vec<_>, _>>()?;
-                if walked.iter().all(|w| matches!(w, Walked::Plain)) {
-                    return Ok(Walked::Plain);
+                if walked.iter().all(|w| matches!(w, Walked::Plain(_))) {
+                    let subs = walked.into_iter().map(|w| match w {
+                        Walked::Plain(sub) => sub,
+                        Walked::Pieces(_) => unreachable!("all plain"),
+                    });
+                    return Ok(Walked::Plain(Hir::alternation(subs.collect())));
                 }
-                let mut alternatives = Vec::with_capacity(subs.len());
-                for (sub, w) in subs.iter().zip(walked) {
+                let mut alternatives = Vec::with_capacity(walked.len());
+                for w in walked {
                     alternatives.push(match w {
-                        Walked::Plain => vec![plain(sub.clone())?],
+                        Walked::Plain(sub) => vec![plain(sub)?],
                         Walked::Pieces(p) => p,
                     });
                 }
                 Walked::Pieces(vec![Piece::Rule(self.helper(alternatives)?)])
             }
             HirKind::Repetition(rep) => {
-                if let Some((rep, per_block)) = self.long_repetition(hir) {
-                    return Ok(Walked::Pieces(self.blocks(rep, per_block, Vec::new())?));
-                }
-                let body = match self.walk(&rep.sub)? {
-                    Walked::Plain => return Ok(Walked::Plain),
+                let Repetition {
+                    min,
+                    max,
+                    greedy,
+                    sub,
+                } = rep;
+                let body = match self.walk(*sub)? {
+                    Walked::Plain(sub) => {
+                        return Ok(Walked::Plain(Hir::repetition(Repetition {
+                            min,
+                            max,
+                            greedy,
+                            sub: Box::new(sub),
+                        })));
+                    }
                     Walked::Pieces(p) if p.len() == 1 => p,
                     Walked::Pieces(p) => vec![Piece::Rule(self.helper(vec![p])?)],
                 };
-                let copies = rep.max.unwrap_or(rep.min).max(rep.min);
+                let copies = max.unwrap_or(min).max(min);
                 if copies > self.limits.max_repeat {
                     return Err(GrammarError::LimitExceeded {
                         what: format!("a repetition of {copies} around a rule reference"),
@@ -652,10 +688,10 @@ impl Splitter<'_> {
                     });
                 }
                 let mut pieces = Vec::new();
-                for _ in 0..rep.min {
+                for _ in 0..min {
                     pieces.extend(body.iter().cloned());
                 }
-                match rep.max {
+                match max {
                     None => {
                         // R ::= "" | R body
                         let r = self.helper(Vec::new())?;
@@ -664,10 +700,10 @@ impl Splitter<'_> {
                         self.rules[r] = vec![Vec::new(), again];
                         pieces.push(Piece::Rule(r));
                     }
-                    Some(max) if max > rep.min => {
+                    Some(max) if max > min => {
                         // O_1 ::= "" | body ; O_k ::= "" | body O_(k-1)
                         let mut inner: Option<usize> = None;
-                        for _ in rep.min..max {
+                        for _ in min..max {
                             let mut some = body.clone();
                             if let Some(o) = inner {
                                 some.push(Piece::Rule(o));
@@ -679,6 +715,9 @@ impl Splitter<'_> {
                     Some(_) => {}
                 }
                 Walked::Pieces(pieces)
+            }
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {
+                unreachable!("leaves are answered above")
             }
         })
     }
