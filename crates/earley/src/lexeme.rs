@@ -165,6 +165,9 @@ impl Automaton for LexDfa {
     fn is_accepting(&self, state: u32) -> bool {
         LexDfa::is_accepting(self, state)
     }
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        Some(self.classes())
+    }
 }
 
 /// Tokens as a set: sorted ids when few, a bitmask row when many.

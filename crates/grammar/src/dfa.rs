@@ -80,6 +80,12 @@ pub trait Automaton {
     fn next(&self, state: u32, byte: u8) -> u32;
     /// May the output end in `state`?
     fn is_accepting(&self, state: u32) -> bool;
+    /// The byte class of every byte, where the automaton has them: two
+    /// bytes of one class lead every state to the same state, so a caller
+    /// asking about a range of bytes asks once per class.
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        None
+    }
 }
 
 /// [`text_step`] and how long each step repeats, worked out per state on
@@ -166,7 +172,18 @@ pub fn text_step<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep>
         return None;
     }
     let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
-    let targets: Vec<u32> = (0..0x80u8).map(|b| dfa.next(state, b)).collect();
+    // A byte of the class of the byte before it goes where that one went.
+    let classes = dfa.byte_classes();
+    let as_before = |b: u8| b > 0 && classes.is_some_and(|c| c[b as usize] == c[b as usize - 1]);
+    let mut targets: Vec<u32> = Vec::with_capacity(0x80);
+    for b in 0..0x80u8 {
+        let t = if as_before(b) {
+            targets[b as usize - 1]
+        } else {
+            dfa.next(state, b)
+        };
+        targets.push(t);
+    }
     // The state itself when it loops, else the commonest target.
     let to = if targets.contains(&state) {
         state
@@ -205,7 +222,7 @@ pub fn text_step<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep>
             let last = k + 1 == shape.len();
             let mut next = Vec::new();
             for &q in &states {
-                for b in lo..=hi {
+                for b in (lo..=hi).filter(|&b| b == lo || !as_before(b)) {
                     let t = dfa.next(q, b);
                     if (last && t != to) || !alive(t) {
                         return false;
@@ -465,6 +482,9 @@ impl Automaton for ByteDfa {
     #[inline]
     fn is_accepting(&self, state: u32) -> bool {
         ByteDfa::is_accepting(self, state)
+    }
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        Some(self.classes())
     }
 }
 
@@ -872,6 +892,47 @@ pub(crate) mod tests {
     fn full_match(dfa: &ByteDfa, s: &str) -> bool {
         dfa.walk(dfa.start(), s.as_bytes())
             .is_ok_and(|st| dfa.is_accepting(st))
+    }
+
+    /// Asks `0`'s automaton byte by byte: no byte classes.
+    struct ByteByByte<'a>(&'a ByteDfa);
+
+    impl Automaton for ByteByByte<'_> {
+        fn start(&self) -> u32 {
+            self.0.start()
+        }
+        fn next(&self, state: u32, byte: u8) -> u32 {
+            self.0.next(state, byte)
+        }
+        fn is_accepting(&self, state: u32) -> bool {
+            self.0.is_accepting(state)
+        }
+    }
+
+    /// A text step read once per byte class is the step read byte by byte,
+    /// in every state of automata whose classes split the UTF-8 ranges.
+    #[test]
+    fn text_steps_by_class_are_text_steps_by_byte() {
+        for pattern in [
+            r#""([^"\\\x00-\x1f]|\\["\\/bfnrt])*""#,
+            "x[^é]*y",
+            "[a-zé-ü]{2,5}!",
+            r"(?:[\x{80}-\x{7FF}]|[\x{800}-\x{FFFF}&&[^\x{E000}-\x{E0FF}]]|a)*!",
+            ".{0,3}x",
+        ] {
+            let dfa = ByteDfa::build(pattern, &limits()).unwrap();
+            let mut steps = 0;
+            for state in 1..dfa.num_states() as u32 {
+                let by_class = text_step(&dfa, state);
+                assert_eq!(
+                    by_class,
+                    text_step(&ByteByByte(&dfa), state),
+                    "{pattern}, {state}"
+                );
+                steps += usize::from(by_class.is_some());
+            }
+            assert!(steps > 0, "{pattern} has a text step somewhere");
+        }
     }
 
     #[test]

@@ -443,6 +443,9 @@ impl Automaton for LazyDfa {
     fn is_accepting(&self, state: u32) -> bool {
         LazyDfa::is_accepting(self, state)
     }
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        Some(self.classes())
+    }
 }
 
 thread_local! {

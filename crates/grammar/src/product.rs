@@ -409,6 +409,9 @@ impl Automaton for LazyProduct {
     fn is_accepting(&self, state: u32) -> bool {
         LazyProduct::is_accepting(self, state)
     }
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        Some(self.classes())
+    }
 }
 
 #[cfg(test)]
