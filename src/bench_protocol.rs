@@ -8,7 +8,8 @@
 //!   mask, with the wall time it took (TTFM).
 //! - [`compile_with_timeout`]: the same on a worker thread, cancelled after a
 //!   time limit, with a panic inside the backend caught; [`CompileWorker`]
-//!   keeps that thread for a run of compiles.
+//!   keeps that thread for a run of compiles, and walks each file's tests
+//!   there too ([`CompileWorker::run`]: one thread, as section 3 asks).
 //! - [`walk`]: one instance's tokens through a fresh matcher, timing every
 //!   step (fill the complete mask, check the token's bit, accept it), then the
 //!   untimed end check.
