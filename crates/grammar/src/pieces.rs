@@ -819,15 +819,15 @@ pub fn regex_text(hir: &Hir) -> Result<String, GrammarError> {
 /// alternation as a group.
 fn print(hir: &Hir, out: &mut String) -> Result<(), GrammarError> {
     use regex_syntax::hir::Look;
-    use std::fmt::Write as _;
     match hir.kind() {
         HirKind::Empty => out.push_str("(?:)"),
         HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
-            Ok(text) => out.push_str(&regex_syntax::escape(text)),
+            Ok(text) => regex_syntax::escape_into(text, out),
             Err(_) => {
                 out.push_str("(?-u:");
-                for b in lit.0.iter() {
-                    let _ = write!(out, "\\x{b:02X}");
+                for &b in lit.0.iter() {
+                    out.push_str("\\x");
+                    push_hex(out, u32::from(b), 2);
                 }
                 out.push(')');
             }
@@ -838,12 +838,11 @@ fn print(hir: &Hir, out: &mut String) -> Result<(), GrammarError> {
             } else {
                 out.push('[');
                 for r in class.ranges() {
-                    let _ = write!(
-                        out,
-                        "\\x{{{:X}}}-\\x{{{:X}}}",
-                        r.start() as u32,
-                        r.end() as u32
-                    );
+                    out.push_str("\\x{");
+                    push_hex(out, r.start() as u32, 1);
+                    out.push_str("}-\\x{");
+                    push_hex(out, r.end() as u32, 1);
+                    out.push('}');
                 }
                 out.push(']');
             }
@@ -854,7 +853,10 @@ fn print(hir: &Hir, out: &mut String) -> Result<(), GrammarError> {
             } else {
                 out.push_str("(?-u:[");
                 for r in class.ranges() {
-                    let _ = write!(out, "\\x{:02X}-\\x{:02X}", r.start(), r.end());
+                    out.push_str("\\x");
+                    push_hex(out, u32::from(r.start()), 2);
+                    out.push_str("-\\x");
+                    push_hex(out, u32::from(r.end()), 2);
                 }
                 out.push_str("])");
             }
@@ -904,13 +906,47 @@ fn print(hir: &Hir, out: &mut String) -> Result<(), GrammarError> {
                 print(&rep.sub, out)?;
                 out.push(')');
             }
-            let _ = match rep.max {
-                Some(max) => write!(out, "{{{},{max}}}", rep.min),
-                None => write!(out, "{{{},}}", rep.min),
-            };
+            out.push('{');
+            push_decimal(out, rep.min);
+            out.push(',');
+            if let Some(max) = rep.max {
+                push_decimal(out, max);
+            }
+            out.push('}');
         }
     }
     Ok(())
+}
+
+/// `v` in upper-case hexadecimal, at least `width` digits (as `{:0width$X}`
+/// writes it, without the formatting machinery: printing is on every
+/// compile's path).
+fn push_hex(out: &mut String, v: u32, width: usize) {
+    let digits = ((32 - v.leading_zeros() as usize).div_ceil(4)).max(width);
+    for k in (0..digits).rev() {
+        let d = (v >> (4 * k)) & 0xF;
+        out.push(
+            char::from_digit(d, 16)
+                .expect("a hex digit")
+                .to_ascii_uppercase(),
+        );
+    }
+}
+
+/// `v` in decimal.
+fn push_decimal(out: &mut String, v: u32) {
+    let mut buf = [0u8; 10];
+    let mut at = buf.len();
+    let mut v = v;
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&buf[at..]).expect("ASCII digits"));
 }
 
 #[cfg(test)]
@@ -987,6 +1023,32 @@ mod tests {
             compiled: Default::default(),
         };
         search.ends(0, 0, 0).contains(&text.len())
+    }
+
+    /// The hand-written number printing writes what `format!` writes.
+    #[test]
+    fn numbers_print_as_format_prints_them() {
+        for v in [
+            0u32,
+            1,
+            9,
+            10,
+            0x1F,
+            0xFF,
+            0x100,
+            0xD7FF,
+            0x10FFFF,
+            65_535,
+            u32::MAX,
+        ] {
+            let (mut hex, mut wide, mut dec) = (String::new(), String::new(), String::new());
+            push_hex(&mut hex, v, 1);
+            push_hex(&mut wide, v, 2);
+            push_decimal(&mut dec, v);
+            assert_eq!(hex, format!("{v:X}"));
+            assert_eq!(wide, format!("{v:02X}"));
+            assert_eq!(dec, v.to_string());
+        }
     }
 
     #[test]
