@@ -651,12 +651,20 @@ impl Splitter<'_> {
                     });
                     return Ok(Walked::Plain(Hir::alternation(subs.collect())));
                 }
+                // The plain alternatives make one regex together (one
+                // lexeme for `null|true|false|number|string` beside the
+                // array and object of a JSON value), the others one
+                // alternative each.
                 let mut alternatives = Vec::with_capacity(walked.len());
+                let mut plains = Vec::new();
                 for w in walked {
-                    alternatives.push(match w {
-                        Walked::Plain(sub) => vec![plain(sub)?],
-                        Walked::Pieces(p) => p,
-                    });
+                    match w {
+                        Walked::Plain(sub) => plains.push(sub),
+                        Walked::Pieces(p) => alternatives.push(p),
+                    }
+                }
+                if !plains.is_empty() {
+                    alternatives.insert(0, vec![plain(Hir::alternation(plains))?]);
                 }
                 Walked::Pieces(vec![Piece::Rule(self.helper(alternatives)?)])
             }
@@ -1071,6 +1079,34 @@ mod tests {
         }
         assert!(g.productive().iter().all(|&p| p));
         assert!(!g.nullable()[0]);
+    }
+
+    /// The plain alternatives beside a reference make one regex (one
+    /// lexeme for a JSON value's scalars), the reference one alternative.
+    #[test]
+    fn plain_alternatives_make_one_piece() {
+        let value = format!("null|true|{}|-?[0-9]+", p(0));
+        let g = split(&value, &["x".into()], &PieceLimits::default()).unwrap();
+        let [Piece::Rule(helper)] = g.rules[0][0][..] else {
+            panic!(
+                "an alternation with a reference is a helper rule: {:?}",
+                g.rules[0]
+            );
+        };
+        let alternatives = &g.rules[helper];
+        assert_eq!(alternatives.len(), 2, "{alternatives:?}");
+        assert!(matches!(&alternatives[0][..], [Piece::Regex { .. }]));
+        assert_eq!(alternatives[1], vec![Piece::Rule(1)]);
+        for (text, ok) in [
+            ("null", true),
+            ("true", true),
+            ("x", true),
+            ("-12", true),
+            ("nul", false),
+            ("xx", false),
+        ] {
+            assert_eq!(accepts(&g, text.as_bytes()), ok, "{text}");
+        }
     }
 
     #[test]
