@@ -57,6 +57,11 @@ pub struct PieceGrammar {
     pub rules: Vec<Vec<Vec<Piece>>>,
 }
 
+/// Heaviest plain alternative ([`weight`]) that [`split`] joins with the
+/// other small plain alternatives of its alternation into one regex: a
+/// JSON scalar weighs about 20.
+const MERGED_ALTERNATIVE_WEIGHT: u64 = 64;
+
 /// Limits of [`split`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PieceLimits {
@@ -651,15 +656,19 @@ impl Splitter<'_> {
                     });
                     return Ok(Walked::Plain(Hir::alternation(subs.collect())));
                 }
-                // The plain alternatives make one regex together (one
+                // The small plain alternatives make one regex together (one
                 // lexeme for `null|true|false|number|string` beside the
                 // array and object of a JSON value), the others one
-                // alternative each.
+                // alternative each (a big branch stays a lexeme of its own,
+                // shared where the same branch comes again).
                 let mut alternatives = Vec::with_capacity(walked.len());
                 let mut plains = Vec::new();
                 for w in walked {
                     match w {
-                        Walked::Plain(sub) => plains.push(sub),
+                        Walked::Plain(sub) if weight(&sub) <= MERGED_ALTERNATIVE_WEIGHT => {
+                            plains.push(sub)
+                        }
+                        Walked::Plain(sub) => alternatives.push(vec![plain(sub)?]),
                         Walked::Pieces(p) => alternatives.push(p),
                     }
                 }
