@@ -36,7 +36,10 @@ pub const SUPPORTED_KINDS: [SpecKind; 6] = [
 /// character), so a `maxLength: 4096` string is 52 blocks of 78 characters;
 /// a heavier body (an array's object items) gets fewer copies a block, down
 /// to one. The parser nests one rule per block and each block is one
-/// lexeme: this keeps both small.
+/// lexeme: this keeps both small. Where counting it is exact (a string's
+/// characters and closing quote), such a repetition is one lexeme that
+/// counts its copies instead ([`PieceLimits::counted`]), and blocks are
+/// the fallback.
 const REPEAT_BLOCK_WEIGHT: u64 = 1024;
 
 /// The front end's limits for a JSON Schema here. Counted repetitions
@@ -195,6 +198,8 @@ impl EarleyBackend {
                     Err(limit @ GrammarError::LimitExceeded { .. }) => {
                         let blocks = lowered.to_pieces_with(&PieceLimits {
                             block_weight: Some(REPEAT_BLOCK_WEIGHT),
+                            // A lazily built lexeme can count.
+                            counted: self.config.lazy_lexemes.then(|| self.config.lazy_limits()),
                             ..PieceLimits::default()
                         });
                         match blocks {

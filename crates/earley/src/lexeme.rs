@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokensieve_core::GrammarError;
+use tokensieve_grammar::counted::LazyCounted;
 use tokensieve_grammar::dfa::DEAD;
 use tokensieve_grammar::grow::Grow;
 use tokensieve_grammar::lazy::LazyDfa;
@@ -46,6 +47,9 @@ pub(crate) enum LexDfa {
     Lazy(LazyDfa),
     /// An intersection of regexes (see [`LazyProduct`]).
     Product(LazyProduct),
+    /// A long counted repetition and what follows it (see
+    /// [`LazyCounted`]), made by the piece split.
+    Counted(Arc<LazyCounted>),
 }
 
 impl LexDfa {
@@ -55,6 +59,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.start(),
             LexDfa::Lazy(d) => d.start(),
             LexDfa::Product(d) => d.start(),
+            LexDfa::Counted(d) => d.start(),
         }
     }
 
@@ -64,6 +69,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.next(state, byte),
             LexDfa::Lazy(d) => d.next(state, byte),
             LexDfa::Product(d) => d.next(state, byte),
+            LexDfa::Counted(d) => d.next(state, byte),
         }
     }
 
@@ -74,6 +80,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.row(state),
             LexDfa::Lazy(d) => d.row_of(state),
             LexDfa::Product(d) => d.row_of(state),
+            LexDfa::Counted(d) => d.row_of(state),
         }
     }
 
@@ -83,6 +90,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.classes(),
             LexDfa::Lazy(d) => d.classes(),
             LexDfa::Product(d) => d.classes(),
+            LexDfa::Counted(d) => d.classes(),
         }
     }
 
@@ -92,6 +100,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.is_accepting(state),
             LexDfa::Lazy(d) => d.is_accepting(state),
             LexDfa::Product(d) => d.is_accepting(state),
+            LexDfa::Counted(d) => d.is_accepting(state),
         }
     }
 
@@ -101,6 +110,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.forced_byte(state),
             LexDfa::Lazy(d) => d.forced_byte(state),
             LexDfa::Product(d) => d.forced_byte(state),
+            LexDfa::Counted(d) => d.forced_byte(state),
         }
     }
 
@@ -110,6 +120,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.at_char_boundary(state),
             LexDfa::Lazy(d) => d.at_char_boundary(state),
             LexDfa::Product(d) => d.at_char_boundary(state),
+            LexDfa::Counted(d) => d.at_char_boundary(state),
         }
     }
 
@@ -119,6 +130,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.num_states(),
             LexDfa::Lazy(d) => d.num_states(),
             LexDfa::Product(d) => d.num_states(),
+            LexDfa::Counted(d) => d.num_states(),
         }
     }
 
@@ -131,6 +143,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.num_states(),
             LexDfa::Lazy(d) => d.nfa_states().div_ceil(4),
             LexDfa::Product(d) => d.nfa_states().div_ceil(4),
+            LexDfa::Counted(d) => d.nfa_states().div_ceil(4),
         }
     }
 
@@ -139,6 +152,7 @@ impl LexDfa {
             LexDfa::Eager(d) => d.memory_bytes(),
             LexDfa::Lazy(d) => d.memory_bytes(),
             LexDfa::Product(d) => d.memory_bytes(),
+            LexDfa::Counted(d) => d.memory_bytes(),
         }
     }
 
@@ -147,6 +161,7 @@ impl LexDfa {
         match self {
             LexDfa::Lazy(d) if d.exhausted() => Some(d.exhausted_error()),
             LexDfa::Product(d) if d.exhausted() => Some(d.exhausted_error()),
+            LexDfa::Counted(d) if d.exhausted() => Some(d.exhausted_error()),
             _ => None,
         }
     }
@@ -167,6 +182,13 @@ impl Automaton for LexDfa {
     }
     fn byte_classes(&self) -> Option<&[u8; 256]> {
         Some(self.classes())
+    }
+    #[inline]
+    fn known_text_step(&self, state: u32) -> Option<Option<TextStep>> {
+        match self {
+            LexDfa::Counted(d) => d.known_text_step(state),
+            _ => None,
+        }
     }
 }
 
@@ -419,8 +441,21 @@ impl Lexeme {
         }
     }
 
+    /// The state whose index serves `state`: itself, but for a counted
+    /// repetition far from its bounds, the state at its least count that
+    /// every trie walk from `state` agrees with
+    /// ([`LazyCounted::shifted`]).
+    #[inline]
+    pub(crate) fn index_state(&self, state: u32) -> u32 {
+        match &self.dfa {
+            LexDfa::Counted(d) => d.shifted(state, self.trie.max_depth as u32),
+            _ => state,
+        }
+    }
+
     /// The index of `state` (built now if no mask has needed it yet).
     pub(crate) fn state(&self, state: u32) -> &StateIndex {
+        let state = self.index_state(state);
         self.states.get_or_init(state, || self.build_state(state))
     }
 
@@ -439,7 +474,7 @@ impl Lexeme {
 
     /// Whether the index of `state` is built.
     pub(crate) fn is_built(&self, state: u32) -> bool {
-        self.states.get(state).is_some()
+        self.states.get(self.index_state(state)).is_some()
     }
 
     /// One depth-first walk of the trie from `state`, skipping a subtree at
@@ -737,6 +772,21 @@ pub(crate) fn lazy_lexeme(
     // NUL never appears in a regex we build, so this key is no regex's.
     shared(format!("\0~{regex}"), vocab, limits, share, || {
         build().map(LexDfa::Lazy)
+    })
+}
+
+/// The lexeme of a counted repetition (`key` names its regex), shared like
+/// [`lexeme`]: the automaton the piece split made, unless the process has
+/// this lexeme already.
+pub(crate) fn counted_lexeme(
+    key: &str,
+    automaton: Arc<LazyCounted>,
+    vocab: &LexVocab,
+    limits: &DfaLimits,
+    share: bool,
+) -> Result<Arc<Lexeme>, GrammarError> {
+    shared(key.to_string(), vocab, limits, share, || {
+        Ok(LexDfa::Counted(automaton))
     })
 }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use regex_syntax::hir::Hir;
 use tokensieve_core::{CancelToken, GrammarError};
+use tokensieve_grammar::counted::LazyCounted;
 use tokensieve_grammar::lazy::LazyDfa;
 use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, regex_text, weight};
 use tokensieve_grammar::regular::{
@@ -22,7 +23,7 @@ use tokensieve_grammar::regular::{
 use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
-use crate::lexeme::{LexVocab, Lexeme, intersection_lexeme, lazy_lexeme, lexeme};
+use crate::lexeme::{LexVocab, Lexeme, counted_lexeme, intersection_lexeme, lazy_lexeme, lexeme};
 use crate::parser::{Cfg, Sym};
 
 /// Regex [`weight`] (about NFA positions) a lexeme DFA state usually takes
@@ -233,6 +234,13 @@ impl<'a> Lowering<'a> {
                             let l = self.intersection_id(regexes, self.config.max_dfa_states)?;
                             self.syms.push(Sym::Lex(l));
                         }
+                        PieceKind::Counted {
+                            regex, automaton, ..
+                        } => {
+                            self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
+                            let l = self.counted_id(regex, automaton)?;
+                            self.syms.push(Sym::Lex(l));
+                        }
                     }
                 }
                 self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
@@ -358,7 +366,7 @@ impl<'a> Lowering<'a> {
                     self.syms.push(Sym::Lex(id));
                 }
                 PieceKind::Rule(t) => self.syms.push(Sym::Rule(t as u32)),
-                PieceKind::Intersection { .. } => {
+                PieceKind::Intersection { .. } | PieceKind::Counted { .. } => {
                     unreachable!("a regex is taken apart into regexes and rules")
                 }
             }
@@ -617,6 +625,29 @@ impl<'a> Lowering<'a> {
         }
         self.cancel.check()?;
         let l = self.build(&key, Some(regexes), max_states)?;
+        self.add_lexeme(key, l)
+    }
+
+    /// The lexeme of a counted repetition (its automaton made by the
+    /// piece split).
+    fn counted_id(
+        &mut self,
+        regex: &str,
+        automaton: &Arc<LazyCounted>,
+    ) -> Result<u32, GrammarError> {
+        // NUL is in no regex we build: no regex's key.
+        let key = format!("\0#{regex}");
+        if let Some(&id) = self.lexeme_ids.get(&key) {
+            return Ok(id);
+        }
+        self.cancel.check()?;
+        let l = counted_lexeme(
+            &key,
+            automaton.clone(),
+            &self.vocab,
+            &self.config.lazy_limits(),
+            self.config.shared_lexemes,
+        )?;
         self.add_lexeme(key, l)
     }
 

@@ -120,7 +120,7 @@ impl EarleyMatcher {
     /// walked directly, with a fresh budget.
     fn compute_mask(&mut self, row: &mut [u32], budget: &mut Budget) -> Result<(), StepError> {
         let g = &*self.grammar;
-        shape(&self.cur.items, &mut self.shape, &mut self.markers);
+        shape(&g.cfg, &self.cur.items, &mut self.shape, &mut self.markers);
         let mut first = Budget::new(budget.max_work, budget.max_items);
         let summarized = match g.summaries.get(&self.shape) {
             Some(s) => Ok(s),

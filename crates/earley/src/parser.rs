@@ -585,14 +585,27 @@ impl SummaryCache {
 /// A set's shape: `(pos, lexeme state, origin)` per item, the origin as
 /// `u32::MAX` for the set itself (or a walk level) or a marker number; and
 /// the markers.
-pub(crate) fn shape(items: &[Item], key: &mut Vec<(u32, u32, u32)>, markers: &mut Vec<Arc<ESet>>) {
+/// A lexeme state is named by the state whose index serves it
+/// ([`crate::lexeme::Lexeme::index_state`]): every mask walk from the two
+/// finds the same tokens, so their sets share a summary.
+pub(crate) fn shape(
+    cfg: &Cfg,
+    items: &[Item],
+    key: &mut Vec<(u32, u32, u32)>,
+    markers: &mut Vec<Arc<ESet>>,
+) {
     key.clear();
     markers.clear();
-    shape_append(items, key, markers);
+    shape_append(cfg, items, key, markers);
 }
 
 /// [`shape`] added to a key, markers shared with what is there.
-fn shape_append(items: &[Item], key: &mut Vec<(u32, u32, u32)>, markers: &mut Vec<Arc<ESet>>) {
+fn shape_append(
+    cfg: &Cfg,
+    items: &[Item],
+    key: &mut Vec<(u32, u32, u32)>,
+    markers: &mut Vec<Arc<ESet>>,
+) {
     for item in items {
         let origin = match &item.origin {
             Origin::Set(s) => match markers.iter().position(|m| Arc::ptr_eq(m, s)) {
@@ -604,7 +617,11 @@ fn shape_append(items: &[Item], key: &mut Vec<(u32, u32, u32)>, markers: &mut Ve
             },
             _ => u32::MAX,
         };
-        key.push((item.pos, item.lex, origin));
+        let lex = match cfg.syms[item.pos as usize] {
+            Sym::Lex(l) => cfg.lexemes[l as usize].index_state(item.lex),
+            _ => item.lex,
+        };
+        key.push((item.pos, lex, origin));
     }
 }
 
@@ -919,7 +936,7 @@ impl Walker {
             key.clear();
             next_markers.clear();
             for (g, set) in after.iter().enumerate() {
-                shape_append(set, &mut key, &mut next_markers);
+                shape_append(cfg, set, &mut key, &mut next_markers);
                 key.push((u32::MAX, u32::MAX, g as u32));
             }
             let known = {

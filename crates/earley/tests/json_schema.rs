@@ -634,9 +634,9 @@ fn enum_values_are_kept_exactly_when_the_rest_of_the_schema_allows_them() {
 /// together for one lexeme, they used to send the whole schema to the
 /// grammar taken apart, where a string is a chain of 4096 nested rules and
 /// one mask inside it cost more than 20 million item operations. Each
-/// string is now cut into blocks of characters: every token of these
-/// instances is in its mask and accepted on a budget of `max_step_work`
-/// far below the default.
+/// string is now one counted lexeme (blocks of characters where it cannot
+/// be counted): every token of these instances is in its mask and
+/// accepted on a budget of `max_step_work` far below the default.
 const LONG_STRINGS: &str = r#"{
   "type": "object",
   "properties": {
@@ -706,7 +706,7 @@ fn long_max_length_strings_cost_little_per_token() {
 
 /// Text fields as real schemas write them (`maxLength` 32,767 and 65,535),
 /// past the front end's default count limit of 10,000, in an array whose
-/// expanded size is past its default 16 MiB: earley takes them in blocks.
+/// expanded size is past its default 16 MiB: earley counts them.
 const TEXT_FIELDS: &str = r#"{
   "type": "array",
   "maxItems": 300,
@@ -939,5 +939,60 @@ fn extra_members_under_property_names_have_valid_names() {
                 );
             }
         }
+    }
+}
+
+/// A string too long for one lexeme (its lexemes limited to 300 states
+/// here), counted: one lexeme, not a chain of block rules; and every mask
+/// through it, before `minLength`, in the middle (where masks are read
+/// from the index of the least count) and up to `maxLength`, allows
+/// exactly the tokens `accept_token` takes.
+#[test]
+fn masks_in_a_counted_string_match_accept_token() {
+    let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+    let backend = EarleyBackend::new(
+        vocab.clone(),
+        EarleyConfig {
+            max_dfa_states: 300,
+            ..EarleyConfig::default()
+        },
+    );
+    let schema = r#"{"type": "object", "properties": {
+        "note": {"type": "string", "minLength": 3, "maxLength": 200}},
+        "required": ["note"], "additionalProperties": false}"#;
+    let constraint = Constraint::json_schema(schema);
+    let grammar = backend
+        .compile_earley(&constraint, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let shown = format!("{grammar:?}");
+    // The string and its closing quote in one lexeme: no rules of blocks.
+    assert!(shown.contains("rules: 2,"), "{shown}");
+    let compiled: Arc<dyn tokensieve_core::CompiledGrammar> = Arc::new(grammar);
+    let mut row = vec![0u32; vocab.mask_words()];
+    for chars in [0, 2, 3, 30, 150, 199, 200, 201] {
+        let text = format!(
+            r#"{{"note": "{}"}}"#,
+            "ab\\né".repeat(chars / 4) + &"x".repeat(chars % 4)
+        );
+        let ids = vocab.encode_greedy(text.as_bytes()).unwrap();
+        let mut m = compiled.matcher();
+        let mut ok = true;
+        for &id in &ids {
+            m.fill_bitmask(&mut row);
+            for t in 0..vocab.vocab_size() as u32 {
+                let took = m.fork().accept_token(t).is_ok();
+                assert_eq!(
+                    row[t as usize / 32] >> (t % 32) & 1 == 1,
+                    took,
+                    "{chars} characters: token {:?}",
+                    String::from_utf8_lossy(vocab.token_bytes(t))
+                );
+            }
+            if m.accept_token(id).is_err() {
+                ok = false;
+                break;
+            }
+        }
+        assert_eq!(ok && m.is_accepting(), (3..=200).contains(&chars), "{text}");
     }
 }

@@ -34,7 +34,7 @@ const NOT_FORCED: u16 = 256;
 
 /// Limits for [`ByteDfa::build`]; each backend sets them from its own config
 /// (the knob names in errors are the regex-fsm ones, shared by earley).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DfaLimits {
     pub nfa_size_limit: usize,
     pub dfa_size_limit: usize,
@@ -84,6 +84,11 @@ pub trait Automaton {
     /// bytes of one class lead every state to the same state, so a caller
     /// asking about a range of bytes asks once per class.
     fn byte_classes(&self) -> Option<&[u8; 256]> {
+        None
+    }
+    /// The [`text_step`] of `state` where the automaton knows it without
+    /// asking about each byte (`Some(None)`: it has none); `None` to ask.
+    fn known_text_step(&self, _state: u32) -> Option<Option<TextStep>> {
         None
     }
 }
@@ -168,6 +173,14 @@ impl TextRuns {
 /// place the output may end) or no ASCII byte leads to a live,
 /// non-accepting state.
 pub fn text_step<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep> {
+    if let Some(known) = dfa.known_text_step(state) {
+        return known;
+    }
+    text_step_by_byte(dfa, state)
+}
+
+/// [`text_step`], asking the automaton about each byte.
+pub fn text_step_by_byte<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep> {
     if state == DEAD || dfa.is_accepting(state) {
         return None;
     }

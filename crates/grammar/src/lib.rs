@@ -29,6 +29,8 @@
 //! * [`dfa`]: regex -> [`ByteDfa`], a pruned, minimized byte DFA whose
 //!   live states can all still reach a match (built with `regex-automata`,
 //!   the workspace's one regex engine).
+//! * [`counted`]: [`counted::LazyCounted`], a long counted repetition and
+//!   what follows it as an automaton that counts the copies.
 //! * [`trie`]: [`TokenTrie`], a vocabulary's grammar tokens as a preorder
 //!   trie, built once per vocabulary and shared by every backend on it.
 //!
@@ -51,6 +53,7 @@
 
 mod bisim;
 pub mod compose;
+pub mod counted;
 pub mod dfa;
 pub mod gbnf;
 pub mod grammar;

@@ -23,6 +23,8 @@ use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 use tokensieve_core::GrammarError;
 
 use crate::compose::PLACEHOLDER_BASE;
+use crate::counted::LazyCounted;
+use crate::dfa::DfaLimits;
 
 /// One element of an alternative.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +49,17 @@ pub enum Piece {
         regexes: Vec<String>,
         /// Whether every regex matches the empty string.
         nullable: bool,
+    },
+    /// A long counted repetition and what follows it, `X{min,max}C`
+    /// (`regex`, reference-free), as an automaton that counts the copies
+    /// ([`LazyCounted`]), for a backend that takes it as one lexeme. Made
+    /// instead of blocks where [`PieceLimits::counted`] asks for it and
+    /// counting is exact.
+    Counted {
+        regex: String,
+        /// Whether it matches the empty string.
+        nullable: bool,
+        automaton: Arc<LazyCounted>,
     },
 }
 
@@ -81,6 +94,11 @@ pub struct PieceLimits {
     /// copies; what follows it in its sequence stays with its last block.
     /// Default `None`: every reference-free sub-expression stays whole.
     pub block_weight: Option<u64>,
+    /// With [`PieceLimits::block_weight`]: a long repetition followed by
+    /// plain text becomes one [`Piece::Counted`] (an automaton within
+    /// these limits that counts its copies) instead of blocks, where
+    /// counting is exact ([`LazyCounted::build`]). Default `None`.
+    pub counted: Option<DfaLimits>,
 }
 
 impl Default for PieceLimits {
@@ -90,6 +108,7 @@ impl Default for PieceLimits {
             max_repeat: 10_000,
             max_rules: 100_000,
             block_weight: None,
+            counted: None,
         }
     }
 }
@@ -332,6 +351,7 @@ impl PieceGrammar {
                         alt.iter().all(|p| match p {
                             Piece::Regex { nullable, .. } => *nullable,
                             Piece::Intersection { nullable, .. } => *nullable,
+                            Piece::Counted { nullable, .. } => *nullable,
                             Piece::Rule(t) => nullable[*t],
                         })
                     })
@@ -357,7 +377,9 @@ impl PieceGrammar {
                         alt.iter().all(|p| match p {
                             // An empty intersection is the backend's
                             // error when it builds the automaton.
-                            Piece::Regex { .. } | Piece::Intersection { .. } => true,
+                            Piece::Regex { .. }
+                            | Piece::Intersection { .. }
+                            | Piece::Counted { .. } => true,
                             Piece::Rule(t) => productive[*t],
                         })
                     })
@@ -459,9 +481,47 @@ impl Splitter<'_> {
             }
         };
         let (rep, per_block) = self.long_repetition(&tail[0]).expect("found long above");
-        pieces.extend(self.blocks(rep, per_block, continuation)?);
+        match self.counted(rep, continuation)? {
+            Ok(counted) => pieces.extend(counted),
+            Err(continuation) => pieces.extend(self.blocks(rep, per_block, continuation)?),
+        }
         pieces.retain(|p| !matches!(p, Piece::Regex { regex, .. } if regex.is_empty()));
         Ok(Walked::Pieces(pieces))
+    }
+
+    /// `rep` then `continuation` as a [`Piece::Counted`] of `rep` and the
+    /// continuation's first piece where that is plain text (a string's
+    /// closing quote, and what follows it up to the next rule), then the
+    /// rest of the continuation: where [`PieceLimits::counted`] asks for
+    /// it, the repetition has an upper bound, and counting it is exact.
+    /// Otherwise the continuation back, for blocks.
+    fn counted(
+        &self,
+        rep: &Repetition,
+        mut continuation: Vec<Piece>,
+    ) -> Result<Result<Vec<Piece>, Vec<Piece>>, GrammarError> {
+        let (Some(limits), Some(max)) = (&self.limits.counted, rep.max) else {
+            return Ok(Err(continuation));
+        };
+        let (tail, rest) = match continuation.first() {
+            Some(Piece::Regex { tree, .. }) => ((**tree).clone(), 1),
+            _ => (Hir::empty(), 0),
+        };
+        let whole = Hir::concat(vec![Hir::repetition(rep.clone()), tail.clone()]);
+        let regex = regex_text(&whole)?;
+        let nullable = whole.properties().minimum_len() == Some(0);
+        let Some(automaton) =
+            LazyCounted::build(&rep.sub, rep.min, max, &tail, regex.clone(), limits)
+        else {
+            return Ok(Err(continuation));
+        };
+        let mut pieces = vec![Piece::Counted {
+            regex,
+            nullable,
+            automaton: Arc::new(automaton),
+        }];
+        pieces.extend(continuation.drain(rest..));
+        Ok(Ok(pieces))
     }
 
     /// `hir` if it is a counted repetition (in captures or not) of a
@@ -1011,6 +1071,14 @@ mod tests {
                                     );
                                 }
                                 Piece::Rule(t) => next.extend(self.ends(*t, pos, depth + 1)),
+                                Piece::Counted { regex, .. } => {
+                                    let re = Regex::new(&format!("^(?:{regex})$")).unwrap();
+                                    let text = self.text;
+                                    next.extend(
+                                        (pos..=text.len())
+                                            .filter(|&end| re.is_match(&text[pos..end])),
+                                    );
+                                }
                                 Piece::Intersection { regexes, .. } => {
                                     let res: Vec<Regex> = regexes
                                         .iter()
@@ -1236,6 +1304,51 @@ mod tests {
             g,
             split(&around, &["r".into()], &PieceLimits::default()).unwrap()
         );
+    }
+
+    /// Long repetitions counted: one counted piece with its closing quote
+    /// where the body can be counted, blocks where it cannot (a copy that
+    /// may go on where another ends) or has no upper bound; every count in
+    /// and around the bounds keeps its answer.
+    #[test]
+    fn long_repetitions_counted_keep_their_counts() {
+        let limits = PieceLimits {
+            block_weight: Some(9),
+            counted: Some(DfaLimits {
+                nfa_size_limit: 1 << 20,
+                dfa_size_limit: 1 << 20,
+                max_dfa_states: 1000,
+                minimize: false,
+            }),
+            ..PieceLimits::default()
+        };
+        let counted = |g: &PieceGrammar| {
+            g.rules
+                .iter()
+                .flatten()
+                .flatten()
+                .filter(|p| matches!(p, Piece::Counted { .. }))
+                .count()
+        };
+        for (body, min, max, pieces) in [
+            ("a|bc", 0, Some(6), 1),
+            ("a|bc", 2, Some(14), 1),
+            ("a|bc", 7, Some(16), 1),
+            ("a|bc", 7, None, 0),
+            ("a|ab", 1, Some(9), 0),
+        ] {
+            let bound = max.map_or(String::new(), |m| m.to_string());
+            let root = format!(r#"<"((?:{body}){{{min},{bound}}})"{}>"#, p(0));
+            let g = split(&root, &["r".into()], &limits).unwrap();
+            assert_eq!(counted(&g), pieces, "{root}: {g:?}");
+            let copy: Vec<&str> = body.split('|').collect();
+            for n in 0..max.unwrap_or(min + 4) + 3 {
+                let text: String = copy.iter().cycle().take(n).copied().collect();
+                let ok = n >= min && max.is_none_or(|m| n <= m);
+                let text = format!(r#"<"{text}"r>"#);
+                assert_eq!(accepts(&g, text.as_bytes()), ok, "{root} on {text}");
+            }
+        }
     }
 
     /// The same language as from_regex + link, on random sentences of that
