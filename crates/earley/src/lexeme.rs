@@ -297,6 +297,18 @@ struct Runs {
 }
 
 impl Runs {
+    /// The parts of these runs within the tokens `start..end`, added to
+    /// `out`.
+    fn clip_into(&self, (start, end): (u32, u32), out: &mut Runs) {
+        let first = self.runs.partition_point(|&(_, b)| b <= start);
+        for &(a, b) in &self.runs[first..] {
+            if a >= end {
+                break;
+            }
+            out.push(a.max(start), b.min(end));
+        }
+    }
+
     #[inline]
     fn push(&mut self, start: u32, end: u32) {
         if start == end {
@@ -515,7 +527,7 @@ impl Lexeme {
                     None
                 };
                 match skeleton {
-                    Some(skeleton) => self.scan_escapes(from, &skeleton, &mut walk),
+                    Some((skeleton, into)) => self.scan_escapes(from, into, &skeleton, &mut walk),
                     None => self.scan(node, from, depth, &mut walk),
                 }
                 continue;
@@ -673,47 +685,109 @@ impl Lexeme {
         }
     }
 
-    /// The [`Skeleton`] that serves `state`, if `state` is a loop a walk
-    /// can share: its text step leads back to it and covers every depth
-    /// (a string body), so which subtrees it takes whole and where its
-    /// bytes leave it depend on the step alone.
-    fn loop_skeleton(&self, state: u32) -> Option<Arc<Skeleton>> {
-        let step = *self.runs.step(&self.dfa, state)?;
-        if step.to != state || (self.runs.run(&self.dfa, state) as usize) < self.trie.max_depth {
-            return None;
-        }
-        Some(self.skeletons.get(&self.trie, &step))
+    /// The [`Skeleton`] that serves `state`, and the loop it walks in, if
+    /// `state` is a loop a walk can share: its text step leads back to it
+    /// and covers every depth (a string body), so which subtrees it takes
+    /// whole and where its bytes leave it depend on the step alone. Or if
+    /// `state`'s text step leads into such a loop (a string body right
+    /// after its opening quote, a state of its own in a DFA that is not
+    /// minimized, whose first character may be narrower): below each
+    /// first byte of that step the walk is the loop's.
+    fn loop_skeleton(&self, state: u32) -> Option<(Arc<Skeleton>, u32)> {
+        let into = self.runs.step(&self.dfa, state)?.to;
+        let step = *self.runs.step(&self.dfa, into)?;
+        (step.to == into && self.runs.run(&self.dfa, into) as usize >= self.trie.max_depth)
+            .then(|| (self.skeletons.get(&self.trie, &step), into))
     }
 
-    /// The walk from the loop `state` through its skeleton: every token
-    /// the skeleton keeps, and the subtree of each escape scanned from
-    /// `state` as [`Lexeme::scan`] would.
-    fn scan_escapes(&self, state: u32, skeleton: &Skeleton, walk: &mut Walk) {
+    /// The walk from `state` through the skeleton of the loop `into`:
+    /// every token the skeleton keeps, and the subtree of each escape
+    /// scanned as [`Lexeme::scan`] would. From a state that is not the loop
+    /// itself, the root's children whose byte `state`'s step takes (into the
+    /// loop) are the skeleton's, and the others are scanned from `state`.
+    fn scan_escapes(&self, state: u32, into: u32, skeleton: &Skeleton, walk: &mut Walk) {
         let trie = &*self.trie;
         let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
-        let row = self.dfa.row(state);
+        let (first, row) = (self.dfa.row(state), self.dfa.row(into));
         let mut kept = Runs::default();
         let mut refused = Runs::default();
-        for &e in &skeleton.escapes {
-            let e = e as usize;
-            stack[trie.nodes[e].depth as usize - 1] = row;
-            self.scan_range(
-                e,
-                trie.nodes[e].next as usize,
+        if state == into {
+            self.scan_escape_nodes(
+                &skeleton.escapes,
+                (first, row),
+                &mut stack,
+                &mut kept,
+                &mut refused,
+                walk,
+            );
+            if refused.count + skeleton.refused.count < kept.count + skeleton.kept.count {
+                walk.take_all_but(trie, &[&refused, &skeleton.refused]);
+            } else {
+                for runs in [&skeleton.kept, &kept] {
+                    for &(a, b) in &runs.runs {
+                        walk.add(&trie.tokens[a as usize..b as usize]);
+                    }
+                }
+            }
+            return;
+        }
+        let step = *self
+            .runs
+            .step(&self.dfa, state)
+            .expect("a step into the loop");
+        let (bytes, kids) = trie.kids(0);
+        for (&b, &c) in bytes.iter().zip(kids) {
+            let (c, end) = (c as usize, trie.nodes[c as usize].next as usize);
+            let into_loop = if b < 0x80 {
+                step.ascii[b as usize / 64] >> (b % 64) & 1 == 1
+            } else {
+                step.utf8
+            };
+            if !into_loop {
+                stack[0] = first;
+                self.scan_range(c, end, &mut stack, &mut kept, &mut refused, walk);
+                continue;
+            }
+            let tokens = (trie.token_start[c], trie.token_start[end]);
+            skeleton.kept.clip_into(tokens, &mut kept);
+            skeleton.refused.clip_into(tokens, &mut refused);
+            let from = skeleton.escapes.partition_point(|&e| (e as usize) < c);
+            let to = skeleton.escapes.partition_point(|&e| (e as usize) < end);
+            self.scan_escape_nodes(
+                &skeleton.escapes[from..to],
+                (first, row),
                 &mut stack,
                 &mut kept,
                 &mut refused,
                 walk,
             );
         }
-        if refused.count + skeleton.refused.count < kept.count + skeleton.kept.count {
-            walk.take_all_but(trie, &[&refused, &skeleton.refused]);
+        if refused.count < kept.count {
+            walk.take_all_but(trie, &[&refused]);
         } else {
-            for runs in [&skeleton.kept, &kept] {
-                for &(a, b) in &runs.runs {
-                    walk.add(&trie.tokens[a as usize..b as usize]);
-                }
+            for &(a, b) in &kept.runs {
+                walk.add(&trie.tokens[a as usize..b as usize]);
             }
+        }
+    }
+
+    /// [`Lexeme::scan_range`] below each escape node of `nodes`, its parent
+    /// in the state of `rows.0` at the root's children, of `rows.1` below.
+    fn scan_escape_nodes<'s>(
+        &'s self,
+        nodes: &[u32],
+        rows: (&'s [u32], &'s [u32]),
+        stack: &mut [&'s [u32]],
+        kept: &mut Runs,
+        refused: &mut Runs,
+        walk: &mut Walk,
+    ) {
+        let trie = &*self.trie;
+        for &e in nodes {
+            let e = e as usize;
+            let depth = trie.nodes[e].depth as usize;
+            stack[depth - 1] = if depth == 1 { rows.0 } else { rows.1 };
+            self.scan_range(e, trie.nodes[e].next as usize, stack, kept, refused, walk);
         }
     }
 
@@ -938,8 +1012,15 @@ mod tests {
             // A loop that keeps most of the vocabulary: its row starts
             // from every token and clears what its escapes refuse.
             r"[^\n]*\n",
+            // States whose step leads into a loop with other bytes: the
+            // first character narrower (not `a`, not `é`) or wider (a
+            // quote, where the loop takes none) than the loop's.
+            r#"[^"a\\][^"\\]*""#,
+            r#""[^"é]([^"\\]|\\.)*""#,
+            r#"[^\n]([^"\\]|\\["n])*!"#,
         ];
         let mut taken_whole = 0;
+        let mut into_loop = 0;
         for regex in regexes {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
             let l = Lexeme::new(
@@ -959,8 +1040,17 @@ mod tests {
                 assert_eq!(got, inside, "{regex}, state {state}");
                 assert_eq!(index.exits, exits, "{regex}, state {state}");
                 taken_whole += usize::from(l.runs.run(&l.dfa, state) > 1);
+                into_loop += usize::from(l.loop_skeleton(state).is_some_and(|(_, into)| {
+                    into != state
+                        && l.first_bytes(state)
+                            .iter()
+                            .map(|w| w.count_ones())
+                            .sum::<u32>()
+                            >= WIDE
+                }));
             }
         }
         assert!(taken_whole >= 3, "the loops this test is about were found");
+        assert!(into_loop >= 3, "states leading into a loop were found");
     }
 }
