@@ -88,6 +88,9 @@ pub struct LazyDfa {
     reps: Vec<u8>,
     class_size: Vec<u16>,
     rows: Grow<Row>,
+    /// Whether each state accepts, known when it is made: a text step asks
+    /// it of every successor of a state, most of which no walk expands.
+    accepting: Grow<bool>,
     builder: Mutex<Builder>,
     states: AtomicUsize,
     max_states: usize,
@@ -150,6 +153,7 @@ impl LazyDfa {
             reps,
             class_size,
             rows: Grow::default(),
+            accepting: Grow::default(),
             builder: Mutex::new(Builder {
                 sets: vec![Box::new([])],
                 pending: vec![0],
@@ -164,6 +168,7 @@ impl LazyDfa {
             max_bytes: limits.dfa_size_limit,
             exhausted: AtomicBool::new(false),
         };
+        let _ = dfa.accepting.get_or_init(DEAD, || false);
         let _ = dfa.rows.get_or_init(DEAD, || Row {
             trans: vec![DEAD; dfa.reps.len()].into_boxed_slice(),
             accepting: false,
@@ -220,7 +225,10 @@ impl LazyDfa {
     /// May the output end in `state`?
     #[inline]
     pub fn is_accepting(&self, state: u32) -> bool {
-        self.row(state).accepting
+        match self.accepting.get(state) {
+            Some(&a) => a,
+            None => self.row(state).accepting,
+        }
     }
 
     /// The one byte that must come next in `state` (a non-accepting state
@@ -379,6 +387,13 @@ impl LazyDfa {
             return DEAD;
         }
         let id = b.sets.len() as u32;
+        let accepting = set.iter().any(|&q| {
+            matches!(
+                self.nfa.state(StateID::new_unchecked(q as usize)),
+                State::Match { .. }
+            )
+        });
+        let _ = self.accepting.get_or_init(id, || accepting);
         let set = set.into_boxed_slice();
         b.bytes += bytes;
         b.ids.insert(set.clone(), id);
