@@ -184,6 +184,10 @@ impl Automaton for LexDfa {
         Some(self.classes())
     }
     #[inline]
+    fn row_by_class(&self, state: u32) -> Option<&[u32]> {
+        Some(self.row(state))
+    }
+    #[inline]
     fn known_text_step(&self, state: u32) -> Option<Option<TextStep>> {
         match self {
             LexDfa::Counted(d) => d.known_text_step(state),
@@ -474,9 +478,10 @@ impl Lexeme {
     /// The bytes `state` can take, as a 256-bit set.
     pub(crate) fn first_bytes(&self, state: u32) -> &[u64; 4] {
         self.first.get_or_init(state, || {
+            let (row, classes) = (self.dfa.row(state), self.dfa.classes());
             let mut set = [0u64; 4];
             for b in 0..=255u8 {
-                if self.dfa.next(state, b) != DEAD {
+                if row[classes[b as usize] as usize] != DEAD {
                     set[b as usize >> 6] |= 1 << (b & 63);
                 }
             }

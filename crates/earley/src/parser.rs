@@ -654,6 +654,20 @@ pub(crate) struct Level {
     memo: FxHashMap<u32, Arc<Chunk>>,
 }
 
+/// The bytes the lexeme items of `items` can take.
+fn first_bytes_of(cfg: &Cfg, items: &[Item]) -> [u64; 4] {
+    let mut first = [0u64; 4];
+    for i in items {
+        if let Sym::Lex(l) = cfg.syms[i.pos as usize] {
+            let f = cfg.lexemes[l as usize].first_bytes(i.lex);
+            for (a, b) in first.iter_mut().zip(f) {
+                *a |= b;
+            }
+        }
+    }
+    first
+}
+
 impl Level {
     fn reset(&mut self) {
         self.own.clear();
@@ -1001,15 +1015,7 @@ impl Walker {
             Some(f) => f.reached.drain(reached_before..).collect(),
             None => Vec::new(),
         };
-        let mut first = [0u64; 4];
-        for i in &items {
-            if let Sym::Lex(l) = cfg.syms[i.pos as usize] {
-                let f = cfg.lexemes[l as usize].first_bytes(i.lex);
-                for (a, b) in first.iter_mut().zip(f) {
-                    *a |= b;
-                }
-            }
-        }
+        let first = first_bytes_of(cfg, &items);
         let chunk = Arc::new(Chunk {
             items,
             first,

@@ -448,6 +448,9 @@ impl Automaton for LazyCounted {
     fn byte_classes(&self) -> Option<&[u8; 256]> {
         Some(self.classes())
     }
+    fn row_by_class(&self, state: u32) -> Option<&[u32]> {
+        Some(self.row_of(state))
+    }
     fn known_text_step(&self, state: u32) -> Option<Option<TextStep>> {
         LazyCounted::known_text_step(self, state)
     }

@@ -86,6 +86,11 @@ pub trait Automaton {
     fn byte_classes(&self) -> Option<&[u8; 256]> {
         None
     }
+    /// The transitions of `state` by byte class ([`Automaton::byte_classes`]),
+    /// where the automaton keeps them as a row.
+    fn row_by_class(&self, _state: u32) -> Option<&[u32]> {
+        None
+    }
     /// The [`text_step`] of `state` where the automaton knows it without
     /// asking about each byte (`Some(None)`: it has none); `None` to ask.
     fn known_text_step(&self, _state: u32) -> Option<Option<TextStep>> {
@@ -189,13 +194,20 @@ pub fn text_step_by_byte<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<T
     let classes = dfa.byte_classes();
     let as_before = |b: u8| b > 0 && classes.is_some_and(|c| c[b as usize] == c[b as usize - 1]);
     let mut targets: Vec<u32> = Vec::with_capacity(0x80);
-    for b in 0..0x80u8 {
-        let t = if as_before(b) {
-            targets[b as usize - 1]
-        } else {
-            dfa.next(state, b)
-        };
-        targets.push(t);
+    match (classes, dfa.row_by_class(state)) {
+        (Some(classes), Some(row)) => {
+            targets.extend((0..0x80).map(|b| row[classes[b] as usize]));
+        }
+        _ => {
+            for b in 0..0x80u8 {
+                let t = if as_before(b) {
+                    targets[b as usize - 1]
+                } else {
+                    dfa.next(state, b)
+                };
+                targets.push(t);
+            }
+        }
     }
     // The state itself when it loops, else the commonest target.
     let to = if targets.contains(&state) {
@@ -498,6 +510,9 @@ impl Automaton for ByteDfa {
     }
     fn byte_classes(&self) -> Option<&[u8; 256]> {
         Some(self.classes())
+    }
+    fn row_by_class(&self, state: u32) -> Option<&[u32]> {
+        Some(self.row(state))
     }
 }
 

@@ -461,6 +461,9 @@ impl Automaton for LazyDfa {
     fn byte_classes(&self) -> Option<&[u8; 256]> {
         Some(self.classes())
     }
+    fn row_by_class(&self, state: u32) -> Option<&[u32]> {
+        Some(self.row_of(state))
+    }
 }
 
 thread_local! {
