@@ -13,26 +13,19 @@
 //! order), so a DFA state made of representatives is the same whichever
 //! copy it was reached through.
 //!
-//! Pairs are proposed by a hash of each state's shape a few steps deep and
-//! checked as Hopcroft and Karp check two DFAs for equivalence: assume the
-//! pair equal, then every pair of successors, with a union-find; a
-//! contradiction (a different kind or range) undoes the trial. Only proven
-//! pairs are merged, so the result is sound whatever the hash proposes; a
-//! work budget bounds what failed trials may cost.
-
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+//! The classes are the coarsest partition of the states into kinds (a
+//! state's kind and byte ranges) in which every class's members lead, slot
+//! by slot, into the same classes: Hopcroft's partition refinement (as in
+//! DFA minimization, with "the `j`-th successor" for the letters),
+//! O(k·m·log n) for `n` states, `m` edges and at most `k` successors a
+//! state, with no budget and nothing left unproven.
 
 use regex_automata::nfa::thompson::{self, State};
 use regex_automata::util::primitives::StateID;
 
-/// Steps of the shape hash that proposes pairs.
-const SHAPE_ROUNDS: usize = 4;
-
-/// The representative of each state of `nfa` (a state of its bisimulation
-/// class, itself when none was proven), within about `budget_per_state`
-/// steps of trial a state.
-pub(crate) fn representatives(nfa: &thompson::NFA, budget_per_state: usize) -> Vec<u32> {
+/// The representative of each state of `nfa`: the least state of its
+/// bisimulation class.
+pub(crate) fn representatives(nfa: &thompson::NFA) -> Vec<u32> {
     let n = nfa.states().len();
     let mut label = Vec::with_capacity(n);
     let mut succ_at = Vec::with_capacity(n + 1);
@@ -43,62 +36,195 @@ pub(crate) fn representatives(nfa: &thompson::NFA, budget_per_state: usize) -> V
         successors(state, &mut succ);
         succ_at.push(succ.len());
     }
-    let next = |q: usize| &succ[succ_at[q]..succ_at[q + 1]];
-    let mut shape = label.clone();
-    for _ in 0..SHAPE_ROUNDS {
-        shape = (0..n)
-            .map(|q| {
-                next(q)
-                    .iter()
-                    .fold(label[q], |h, &s| mix(h ^ shape[s as usize]))
-            })
-            .collect();
+    let mut p = Partition::by_kind(nfa, &label, &succ_at);
+    // Predecessors of each state: `(p, j)` for `succ[p][j] == t`, by `t`.
+    let mut pred_at = vec![0u32; n + 1];
+    for &t in &succ {
+        pred_at[t as usize + 1] += 1;
     }
-    let mut uf = UnionFind::new(n);
-    let mut budget = budget_per_state.saturating_mul(n);
-    let mut first: HashMap<u64, u32, BuildHasherDefault<Prehashed>> =
-        HashMap::with_capacity_and_hasher(n, Default::default());
-    let mut stack = Vec::new();
-    for q in (0..n as u32).rev() {
-        let Some(&p) = first.get(&shape[q as usize]) else {
-            first.insert(shape[q as usize], q);
-            continue;
-        };
-        if budget == 0 {
-            break;
+    for t in 0..n {
+        pred_at[t + 1] += pred_at[t];
+    }
+    let mut fill = pred_at.clone();
+    let mut pred = vec![(0u32, 0u32); succ.len()];
+    for q in 0..n {
+        for (j, &t) in succ[succ_at[q]..succ_at[q + 1]].iter().enumerate() {
+            pred[fill[t as usize] as usize] = (j as u32, q as u32);
+            fill[t as usize] += 1;
         }
-        if uf.find(p) == uf.find(q) {
-            continue;
-        }
-        // Hopcroft-Karp: assume p ~ q, check each assumed pair.
-        let mark = uf.log.len();
-        uf.union(p, q);
-        stack.clear();
-        stack.push((p, q));
-        let mut ok = true;
-        while let Some((a, b)) = stack.pop() {
-            budget = budget.saturating_sub(1);
-            let (sa, sb) = (next(a as usize), next(b as usize));
-            if budget == 0
-                || label[a as usize] != label[b as usize]
-                || sa.len() != sb.len()
-                || !same_label(nfa, a, b)
-            {
-                ok = false;
-                break;
+    }
+    // Every block splits the others to start with; then, of a block split
+    // that is not waiting, only the smaller half.
+    let mut waiting: Vec<u32> = (0..p.blocks.len() as u32).collect();
+    let mut pending = vec![true; p.blocks.len()];
+    // The predecessors into the splitter, by slot (reused buckets).
+    let slots = (0..n)
+        .map(|q| succ_at[q + 1] - succ_at[q])
+        .max()
+        .unwrap_or(0);
+    let mut by_slot: Vec<Vec<u32>> = vec![Vec::new(); slots];
+    let mut used: Vec<u32> = Vec::new();
+    let mut touched: Vec<u32> = Vec::new();
+    while let Some(b) = waiting.pop() {
+        pending[b as usize] = false;
+        let (start, end) = p.blocks[b as usize];
+        for &t in &p.elems[start as usize..end as usize] {
+            for &(j, q) in &pred[pred_at[t as usize] as usize..pred_at[t as usize + 1] as usize] {
+                if by_slot[j as usize].is_empty() {
+                    used.push(j);
+                }
+                by_slot[j as usize].push(q);
             }
-            for (&x, &y) in sa.iter().zip(sb) {
-                if uf.union(x, y) {
-                    stack.push((x, y));
+        }
+        for j in used.drain(..) {
+            for &q in &by_slot[j as usize] {
+                let y = p.mark(q);
+                if p.marked[y as usize] == 1 {
+                    touched.push(y);
+                }
+            }
+            by_slot[j as usize].clear();
+            for y in touched.drain(..) {
+                if let Some(z) = p.split(y) {
+                    pending.push(false);
+                    let (ys, zs) = (p.size(y), p.size(z));
+                    if pending[y as usize] || zs <= ys {
+                        pending[z as usize] = true;
+                        waiting.push(z);
+                    } else {
+                        pending[y as usize] = true;
+                        waiting.push(y);
+                    }
                 }
             }
         }
-        if !ok {
-            uf.undo(mark);
-        }
-        uf.log.clear();
     }
-    (0..n as u32).map(|q| uf.find(q)).collect()
+    let mut least: Vec<u32> = p
+        .blocks
+        .iter()
+        .map(|&(start, end)| {
+            p.elems[start as usize..end as usize]
+                .iter()
+                .copied()
+                .min()
+                .expect("no block is empty")
+        })
+        .collect();
+    least.shrink_to_fit();
+    (0..n).map(|q| least[p.block_of[q] as usize]).collect()
+}
+
+/// A partition of states into blocks that can be split: each block a range
+/// of `elems`, its marked members first.
+struct Partition {
+    elems: Vec<u32>,
+    /// Where each state is in `elems`.
+    at: Vec<u32>,
+    block_of: Vec<u32>,
+    /// `(start, end)` of each block in `elems`.
+    blocks: Vec<(u32, u32)>,
+    /// Marked members of each block (at its start).
+    marked: Vec<u32>,
+}
+
+impl Partition {
+    /// States by kind: the same label, the same number of successors.
+    fn by_kind(nfa: &thompson::NFA, label: &[u64], succ_at: &[usize]) -> Partition {
+        let n = label.len();
+        let degree = |q: usize| (succ_at[q + 1] - succ_at[q]) as u64;
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_unstable_by_key(|&q| (label[q as usize], degree(q as usize), q));
+        let mut blocks = Vec::new();
+        let mut block_of = vec![0u32; n];
+        let mut elems = Vec::with_capacity(n);
+        let mut i = 0;
+        while i < n {
+            let key = |q: u32| (label[q as usize], degree(q as usize));
+            let mut j = i;
+            while j < n && key(order[j]) == key(order[i]) {
+                j += 1;
+            }
+            // One hash, one kind: kinds whose hashes collide are told
+            // apart here, each member against each kind met so far.
+            let group = &order[i..j];
+            let mut push = |kind: &[u32]| {
+                let start = elems.len() as u32;
+                for &q in kind {
+                    block_of[q as usize] = blocks.len() as u32;
+                    elems.push(q);
+                }
+                blocks.push((start, elems.len() as u32));
+            };
+            if group.iter().all(|&q| same_label(nfa, group[0], q)) {
+                push(group);
+            } else {
+                let mut kinds: Vec<Vec<u32>> = Vec::new();
+                for &q in group {
+                    match kinds.iter_mut().find(|k| same_label(nfa, k[0], q)) {
+                        Some(k) => k.push(q),
+                        None => kinds.push(vec![q]),
+                    }
+                }
+                for kind in &kinds {
+                    push(kind);
+                }
+            }
+            i = j;
+        }
+        let mut at = vec![0u32; n];
+        for (k, &q) in elems.iter().enumerate() {
+            at[q as usize] = k as u32;
+        }
+        let marked = vec![0; blocks.len()];
+        Partition {
+            elems,
+            at,
+            block_of,
+            blocks,
+            marked,
+        }
+    }
+
+    fn size(&self, b: u32) -> u32 {
+        let (start, end) = self.blocks[b as usize];
+        end - start
+    }
+
+    /// Marks `q` (once), moving it among the marked first of its block;
+    /// returns its block.
+    fn mark(&mut self, q: u32) -> u32 {
+        let b = self.block_of[q as usize];
+        let (start, _) = self.blocks[b as usize];
+        let first_unmarked = start + self.marked[b as usize];
+        let i = self.at[q as usize];
+        if i < first_unmarked {
+            return b;
+        }
+        let other = self.elems[first_unmarked as usize];
+        self.elems.swap(i as usize, first_unmarked as usize);
+        self.at[other as usize] = i;
+        self.at[q as usize] = first_unmarked;
+        self.marked[b as usize] += 1;
+        b
+    }
+
+    /// Splits the marked members of `b` off into a new block, unless all
+    /// or none are marked; clears the marks.
+    fn split(&mut self, b: u32) -> Option<u32> {
+        let (start, end) = self.blocks[b as usize];
+        let mid = start + std::mem::take(&mut self.marked[b as usize]);
+        if mid == start || mid == end {
+            return None;
+        }
+        let z = self.blocks.len() as u32;
+        self.blocks[b as usize] = (mid, end);
+        self.blocks.push((start, mid));
+        self.marked.push(0);
+        for &q in &self.elems[start as usize..mid as usize] {
+            self.block_of[q as usize] = z;
+        }
+        Some(z)
+    }
 }
 
 /// A 64-bit mix (the finalizer of SplitMix64): the shape hash's step.
@@ -125,24 +251,6 @@ fn label_hash(state: &State) -> u64 {
         State::Capture { .. } => mix(7),
         State::Fail => mix(8),
         State::Match { pattern_id } => mix(9 << 32 | u64::from(pattern_id.as_u32())),
-    }
-}
-
-/// A hasher for keys that are hashes already.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = mix(self.0 ^ u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = x;
     }
 }
 
@@ -187,52 +295,119 @@ fn successors(state: &State, out: &mut Vec<u32>) {
     }
 }
 
-/// Union by size without path compression, so a failed trial can be
-/// undone from its log.
-struct UnionFind {
-    parent: Vec<u32>,
-    size: Vec<u32>,
-    /// `(child root, the root it joined)` of each union of the trial.
-    log: Vec<(u32, u32)>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokensieve_core::testing::SplitMix64;
 
-impl UnionFind {
-    fn new(n: usize) -> Self {
-        UnionFind {
-            parent: (0..n as u32).collect(),
-            size: vec![1; n],
-            log: Vec::new(),
+    fn nfa(regex: &str) -> thompson::NFA {
+        crate::lazy::compile_nfa(&crate::dfa::parse(regex).unwrap(), 10 << 20).unwrap()
+    }
+
+    /// The coarsest bisimulation by Moore's refinement: classes by kind,
+    /// then by the classes of the successors, until nothing splits.
+    fn moore(nfa: &thompson::NFA) -> Vec<u32> {
+        let n = nfa.states().len();
+        let mut succ = vec![Vec::new(); n];
+        for (q, state) in nfa.states().iter().enumerate() {
+            successors(state, &mut succ[q]);
+        }
+        let mut kinds: Vec<u32> = Vec::new();
+        let mut class: Vec<u32> = (0..n as u32)
+            .map(|q| {
+                let found = kinds.iter().position(|&k| {
+                    same_label(nfa, k, q) && succ[k as usize].len() == succ[q as usize].len()
+                });
+                found.unwrap_or_else(|| {
+                    kinds.push(q);
+                    kinds.len() - 1
+                }) as u32
+            })
+            .collect();
+        loop {
+            let mut ids = std::collections::HashMap::new();
+            let next: Vec<u32> = (0..n)
+                .map(|q| {
+                    let key: Vec<u32> = std::iter::once(class[q])
+                        .chain(succ[q].iter().map(|&t| class[t as usize]))
+                        .collect();
+                    let len = ids.len() as u32;
+                    *ids.entry(key).or_insert(len)
+                })
+                .collect();
+            let before = class.iter().collect::<std::collections::HashSet<_>>().len();
+            if ids.len() == before {
+                return next;
+            }
+            class = next;
         }
     }
 
-    fn find(&self, mut x: u32) -> u32 {
-        while self.parent[x as usize] != x {
-            x = self.parent[x as usize];
+    /// A random regex of literals, classes, sequences, alternations and
+    /// repetitions (copies of a sub-expression made by counts).
+    fn random_regex(r: &mut SplitMix64, depth: u32) -> String {
+        const ATOMS: [&str; 5] = ["a", "b", "é", "[a-c]", ","];
+        if depth == 0 || r.below(3) == 0 {
+            return ATOMS[r.below(ATOMS.len())].to_string();
         }
-        x
+        let mut one = || random_regex(r, depth - 1);
+        let (x, y) = (one(), one());
+        match r.below(6) {
+            0 | 1 => format!("{x}{y}"),
+            2 => format!("(?:{x}|{y})"),
+            3 => format!("(?:{x})*"),
+            4 => format!("(?:{x}){{1,3}}"),
+            _ => format!("{x}(?:,{x})*{y}"),
+        }
     }
 
-    /// Joins the classes of `a` and `b`; false when they were one already.
-    fn union(&mut self, a: u32, b: u32) -> bool {
-        let (mut a, mut b) = (self.find(a), self.find(b));
-        if a == b {
-            return false;
+    /// Two states share a representative exactly when Moore's refinement
+    /// puts them in one class, on hand-written and random regexes.
+    #[test]
+    fn representatives_are_the_coarsest_bisimulation() {
+        let mut regexes: Vec<String> = [
+            r"x(?:,x)*",
+            r"(?:ab|cb)d",
+            r"[ \t]{0,20}:[ \t]{0,20}",
+            r#""(?:a|b)"(?:,"(?:a|b)")*"#,
+            r"(?:é|[a-c]){2,6}!",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut r = SplitMix64(3);
+        regexes.extend((0..300).map(|_| random_regex(&mut r, 4)));
+        let mut merged = 0;
+        for regex in &regexes {
+            let Ok(hir) = crate::dfa::parse(regex) else {
+                continue;
+            };
+            let Ok(nfa) = crate::lazy::compile_nfa(&hir, 10 << 20) else {
+                continue;
+            };
+            let reps = representatives(&nfa);
+            let classes = moore(&nfa);
+            for p in 0..reps.len() {
+                assert!(
+                    reps[reps[p] as usize] == reps[p] && reps[p] as usize <= p,
+                    "{regex}"
+                );
+                for q in 0..p {
+                    assert_eq!(
+                        reps[p] == reps[q],
+                        classes[p] == classes[q],
+                        "{regex}: states {q} and {p}"
+                    );
+                }
+            }
+            merged += reps
+                .iter()
+                .enumerate()
+                .filter(|&(q, &r)| q as u32 != r)
+                .count();
         }
-        if self.size[a as usize] < self.size[b as usize] {
-            std::mem::swap(&mut a, &mut b);
-        }
-        self.parent[b as usize] = a;
-        self.size[a as usize] += self.size[b as usize];
-        self.log.push((b, a));
-        true
-    }
-
-    /// Undoes the unions logged after `mark`, latest first.
-    fn undo(&mut self, mark: usize) {
-        while self.log.len() > mark {
-            let (child, root) = self.log.pop().expect("logged");
-            self.parent[child as usize] = child;
-            self.size[root as usize] -= self.size[child as usize];
-        }
+        assert!(merged > 50, "copies were found");
+        // The two copies of `x` in a JSON-array shape are one class.
+        let reps = representatives(&nfa(r"x(?:,x)*"));
+        assert!(reps.iter().enumerate().any(|(q, &r)| q as u32 != r));
     }
 }

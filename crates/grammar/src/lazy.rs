@@ -26,10 +26,6 @@ use crate::grow::Grow;
 
 const NOT_FORCED: u16 = 256;
 
-/// Steps a state of trial that [`crate::bisim::representatives`] may
-/// spend on pairs it cannot prove.
-const BISIM_BUDGET: usize = 8;
-
 /// Lazy DFAs of this process that ran into a limit: a matcher compares it
 /// with the count it last saw, and looks at its own lexemes only when it
 /// moved.
@@ -344,7 +340,7 @@ impl LazyDfa {
             } else {
                 let canon = self
                     .canon
-                    .get_or_init(|| crate::bisim::representatives(&self.nfa, BISIM_BUDGET));
+                    .get_or_init(|| crate::bisim::representatives(&self.nfa));
                 let next_set = self.closure(&mut b, &seeds, Some(canon));
                 let id = if next_set.is_empty() {
                     DEAD
