@@ -39,6 +39,16 @@ use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
 use crate::lazy::LazyDfa;
 
+/// Counts this close to a bound get the lowest state ids (see
+/// [`LazyCounted::slot`]): more than any vocabulary's longest token, which
+/// is how far a trie walk reads.
+#[cfg(not(test))]
+const BOUND_REACH: u32 = 1024;
+/// Small in tests, so that short repetitions have counts between the
+/// bounds' neighbourhoods too.
+#[cfg(test)]
+const BOUND_REACH: u32 = 2;
+
 /// Most states of `X` explored to check that its matches are prefix-free.
 const MAX_BODY_STATES: usize = 4096;
 
@@ -71,6 +81,10 @@ pub struct LazyCounted {
     max: u32,
     /// Live states of `X`.
     width: u32,
+    /// Counts up to this one have the lowest ids (see [`LazyCounted::slot`]).
+    low_end: u32,
+    /// Counts from this one to `max` come next; the counts between last.
+    high_start: u32,
     /// The id of `C`'s first live state.
     tail_base: u32,
     classes: [u8; 256],
@@ -134,6 +148,8 @@ impl LazyCounted {
         // Every state of `X` is made: `prefix_free` walked them all.
         let width = body.num_states() as u64 - 1;
         let tail_base = 1 + (u64::from(max) + 1) * width;
+        let low_end = max.min(min.saturating_add(2 * BOUND_REACH));
+        let high_start = max.saturating_sub(BOUND_REACH).max(low_end + 1);
         if tail_base + limits.max_dfa_states as u64 >= u64::from(u32::MAX) {
             return None;
         }
@@ -159,6 +175,8 @@ impl LazyCounted {
             min,
             max,
             width: width as u32,
+            low_end,
+            high_start,
             tail_base: tail_base as u32,
             classes,
             reps,
@@ -178,11 +196,41 @@ impl LazyCounted {
         })
     }
 
+    /// Where a count's states are among the ids: the counts near either
+    /// bound first, the counts between after them. Walks and the indexes
+    /// kept per state (tables indexed by state id) only read states near
+    /// the bounds (a state between stands for one at `min`, see
+    /// [`LazyCounted::shifted`]), so those tables stay as small as the
+    /// bounds' neighbourhoods, however long the string.
+    #[inline]
+    fn slot(&self, count: u32) -> u32 {
+        if count <= self.low_end {
+            count
+        } else if count >= self.high_start {
+            self.low_end + 1 + (count - self.high_start)
+        } else {
+            self.low_end + 1 + (self.max + 1 - self.high_start) + (count - self.low_end - 1)
+        }
+    }
+
+    /// The count of a slot ([`LazyCounted::slot`] undone).
+    #[inline]
+    fn count_of(&self, slot: u32) -> u32 {
+        let high = (self.max + 1).saturating_sub(self.high_start);
+        if slot <= self.low_end {
+            slot
+        } else if slot <= self.low_end + high {
+            self.high_start + (slot - self.low_end - 1)
+        } else {
+            self.low_end + 1 + (slot - self.low_end - 1 - high)
+        }
+    }
+
     #[inline]
     fn id(&self, at: At) -> u32 {
         match at {
             At::Dead => DEAD,
-            At::Body { count, q } => 1 + count * self.width + q - 1,
+            At::Body { count, q } => 1 + self.slot(count) * self.width + q - 1,
             At::Tail(t) => self.tail_base + t - 1,
         }
     }
@@ -194,7 +242,7 @@ impl LazyCounted {
         } else if state < self.tail_base {
             let i = state - 1;
             At::Body {
-                count: i / self.width,
+                count: self.count_of(i / self.width),
                 q: i % self.width + 1,
             }
         } else {
@@ -512,6 +560,8 @@ mod tests {
             (CHAR, 0, 3, r#"""#),
             (CHAR, 2, 5, r#"" *"#),
             (CHAR, 4, 4, r#"""#),
+            // Counts between the bounds' neighbourhoods (their ids last).
+            (CHAR, 1, 20, r#"""#),
             // A tail that matches the empty string: the end of any copy
             // from `min` on accepts.
             ("ab|é", 1, 4, "(?:;)?"),
@@ -546,6 +596,37 @@ mod tests {
                 if let Some(known) = c.known_text_step(s) {
                     assert_eq!(known, text_step_by_byte(&c, s), "{whole}, state {s}");
                 }
+            }
+        }
+    }
+
+    /// Every count and state of `X` has its own id, and the counts near
+    /// either bound have the lowest.
+    #[test]
+    fn ids_name_each_count_once_the_bounds_first() {
+        for (min, max) in [(0, 3), (0, 40), (3, 40), (9, 9), (0, 1)] {
+            let c = counted(CHAR, min, max, r#"""#).unwrap();
+            let mut seen = std::collections::HashSet::new();
+            let near = |count: u32| count <= min + 2 * BOUND_REACH || count + BOUND_REACH >= max;
+            let last_near = (0..=max)
+                .filter(|&k| near(k))
+                .map(|k| c.slot(k))
+                .max()
+                .unwrap();
+            for count in 0..=max {
+                for q in 1..=c.width {
+                    let id = c.id(At::Body { count, q });
+                    assert!(
+                        id < c.tail_base && seen.insert(id),
+                        "{min},{max}: {count} {q}"
+                    );
+                    assert_eq!(c.at(id), At::Body { count, q });
+                }
+                assert_eq!(
+                    c.slot(count) <= last_near,
+                    near(count),
+                    "{min},{max}: {count}"
+                );
             }
         }
     }
