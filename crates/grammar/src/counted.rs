@@ -148,11 +148,11 @@ impl LazyCounted {
         // Every state of `X` is made: `prefix_free` walked them all.
         let width = body.num_states() as u64 - 1;
         let tail_base = 1 + (u64::from(max) + 1) * width;
-        let low_end = max.min(min.saturating_add(2 * BOUND_REACH));
-        let high_start = max.saturating_sub(BOUND_REACH).max(low_end + 1);
         if tail_base + limits.max_dfa_states as u64 >= u64::from(u32::MAX) {
             return None;
         }
+        let low_end = max.min(min.saturating_add(2 * BOUND_REACH));
+        let high_start = max.saturating_sub(BOUND_REACH).max(low_end + 1);
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();
         let mut class_size: Vec<u16> = Vec::new();
