@@ -67,6 +67,10 @@ struct Builder {
     mark: Vec<u32>,
     generation: u32,
     stack: Vec<u32>,
+    /// Expansion scratch: the NFA states each byte class leads to.
+    seeds: Vec<Vec<u32>>,
+    /// Closure scratch: the set it found.
+    out: Vec<u32>,
 }
 
 /// A DFA built as it is walked.
@@ -158,6 +162,8 @@ impl LazyDfa {
                 mark: vec![0; n],
                 generation: 0,
                 stack: Vec::new(),
+                seeds: Vec::new(),
+                out: Vec::new(),
             }),
             states: AtomicUsize::new(1),
             max_states: limits.max_dfa_states,
@@ -174,13 +180,13 @@ impl LazyDfa {
         {
             let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
             let start = dfa.nfa.start_anchored().as_u32();
-            let set = dfa.closure(&mut b, &[start], None);
-            if set.is_empty() {
+            dfa.closure(&mut b, &[start], None);
+            if b.out.is_empty() {
                 return Err(GrammarError::InvalidSpec(
                     "the regex matches no string at all".into(),
                 ));
             }
-            let id = dfa.intern(&mut b, set, 0);
+            let id = dfa.intern_out(&mut b, 0);
             debug_assert_eq!(id, 1);
         }
         Ok(dfa)
@@ -298,7 +304,10 @@ impl LazyDfa {
     /// not yet expanded), whether it accepts, its forced byte.
     fn expand(&self, state: u32) -> Row {
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
-        let set = b.sets[state as usize].clone();
+        let b = &mut *b;
+        // Taken out while the row is made (nothing below reads it), and
+        // put back: no copy of the set.
+        let set = std::mem::take(&mut b.sets[state as usize]);
         let pending = b.pending[state as usize];
         let accepting = set.iter().any(|&q| {
             matches!(
@@ -306,24 +315,58 @@ impl LazyDfa {
                 State::Match { .. }
             )
         });
-        let mut trans = Vec::with_capacity(self.reps.len());
-        let mut seeds = Vec::new();
-        // Most classes of a wide state (a string body) lead to one of a few
-        // states: each distinct seed set is closed and interned once.
-        let mut made: Vec<(Vec<u32>, u8, u32)> = Vec::new();
-        for &byte in &self.reps {
-            seeds.clear();
-            for &q in set.iter() {
-                let to = match self.nfa.state(StateID::new_unchecked(q as usize)) {
-                    State::ByteRange { trans } => trans.matches_byte(byte).then_some(trans.next),
-                    State::Sparse(s) => s.matches_byte(byte),
-                    State::Dense(d) => d.matches_byte(byte),
-                    _ => None,
-                };
-                if let Some(to) = to {
-                    seeds.push(to.as_u32());
-                }
+        // The seeds of every class in one pass over the set: each NFA
+        // state's byte ranges cover whole classes (the classes are cut at
+        // every range's ends), so a range is the classes from its first
+        // byte's to its last byte's. Each class's seeds come in the set's
+        // order, as stepping class by class would give them.
+        let n = self.reps.len();
+        let mut seeds = std::mem::take(&mut b.seeds);
+        if seeds.len() < n {
+            seeds.resize_with(n, Vec::new);
+        }
+        for s in &mut seeds[..n] {
+            s.clear();
+        }
+        let add = |seeds: &mut [Vec<u32>], start: u8, end: u8, to: StateID| {
+            let (first, last) = (self.classes[start as usize], self.classes[end as usize]);
+            debug_assert!(
+                self.reps[first as usize] == start
+                    && self
+                        .reps
+                        .get(last as usize + 1)
+                        .is_none_or(|&r| r as usize == end as usize + 1),
+                "a byte range that splits a class"
+            );
+            for s in &mut seeds[first as usize..=last as usize] {
+                s.push(to.as_u32());
             }
+        };
+        for &q in set.iter() {
+            match self.nfa.state(StateID::new_unchecked(q as usize)) {
+                State::ByteRange { trans } => add(&mut seeds, trans.start, trans.end, trans.next),
+                State::Sparse(s) => {
+                    for t in s.transitions.iter() {
+                        add(&mut seeds, t.start, t.end, t.next);
+                    }
+                }
+                State::Dense(d) => {
+                    for (c, &byte) in self.reps.iter().enumerate() {
+                        let to = d.transitions[byte as usize];
+                        if to != StateID::ZERO {
+                            seeds[c].push(to.as_u32());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut trans = Vec::with_capacity(n);
+        // Most classes of a wide state (a string body) lead to one of a few
+        // states: each distinct seed set is closed and interned once
+        // (`made`: the first class of each, its owed bytes, its state).
+        let mut made: Vec<(usize, u8, u32)> = Vec::new();
+        for (c, &byte) in self.reps.iter().enumerate() {
             let owed = match byte {
                 0x80..=0xBF => pending.saturating_sub(1),
                 0xC0..=0xDF => 1,
@@ -331,27 +374,30 @@ impl LazyDfa {
                 0xF0..=0xFF => 3,
                 _ => 0,
             };
-            let next = if seeds.is_empty() {
+            let next = if seeds[c].is_empty() {
                 DEAD
-            } else if let Some(&(_, _, id)) =
-                made.iter().find(|(s, o, _)| *o == owed && *s == seeds)
+            } else if let Some(&(_, _, id)) = made
+                .iter()
+                .find(|&&(first, o, _)| o == owed && seeds[first] == seeds[c])
             {
                 id
             } else {
                 let canon = self
                     .canon
                     .get_or_init(|| crate::bisim::representatives(&self.nfa));
-                let next_set = self.closure(&mut b, &seeds, Some(canon));
-                let id = if next_set.is_empty() {
+                self.closure(b, &seeds[c], Some(canon));
+                let id = if b.out.is_empty() {
                     DEAD
                 } else {
-                    self.intern(&mut b, next_set, owed)
+                    self.intern_out(b, owed)
                 };
-                made.push((seeds.clone(), owed, id));
+                made.push((c, owed, id));
                 id
             };
             trans.push(next);
         }
+        b.seeds = seeds;
+        b.sets[state as usize] = set;
         b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
         let mut forced = NOT_FORCED;
         if !accepting {
@@ -370,12 +416,13 @@ impl LazyDfa {
         }
     }
 
-    /// The id of `set`, made now if it is new (dead past the limits).
-    fn intern(&self, b: &mut Builder, set: Vec<u32>, pending: u8) -> u32 {
-        if let Some(&id) = b.ids.get(set.as_slice()) {
+    /// The id of the set in `b.out` (the last closure), made now if it is
+    /// new (dead past the limits).
+    fn intern_out(&self, b: &mut Builder, pending: u8) -> u32 {
+        if let Some(&id) = b.ids.get(b.out.as_slice()) {
             return id;
         }
-        let bytes = set.len() * 8 + 48;
+        let bytes = b.out.len() * 8 + 48;
         if b.sets.len() >= self.max_states || b.bytes + bytes > self.max_bytes {
             if !self.exhausted.swap(true, Ordering::SeqCst) {
                 EXHAUSTIONS.fetch_add(1, Ordering::SeqCst);
@@ -383,14 +430,14 @@ impl LazyDfa {
             return DEAD;
         }
         let id = b.sets.len() as u32;
-        let accepting = set.iter().any(|&q| {
+        let accepting = b.out.iter().any(|&q| {
             matches!(
                 self.nfa.state(StateID::new_unchecked(q as usize)),
                 State::Match { .. }
             )
         });
         let _ = self.accepting.get_or_init(id, || accepting);
-        let set = set.into_boxed_slice();
+        let set: Box<[u32]> = b.out.as_slice().into();
         b.bytes += bytes;
         b.ids.insert(set.clone(), id);
         b.sets.push(set);
@@ -399,17 +446,17 @@ impl LazyDfa {
         id
     }
 
-    /// The states an NFA in `seeds` may be in before its next byte: the
-    /// ones that read a byte or match, from which a match can be reached,
-    /// sorted (a DFA state's key).
-    fn closure(&self, b: &mut Builder, seeds: &[u32], canon: Option<&[u32]>) -> Vec<u32> {
+    /// The states an NFA in `seeds` may be in before its next byte, into
+    /// `b.out`: the ones that read a byte or match, from which a match can
+    /// be reached, sorted (a DFA state's key).
+    fn closure(&self, b: &mut Builder, seeds: &[u32], canon: Option<&[u32]>) {
         b.generation = b.generation.wrapping_add(1);
         if b.generation == 0 {
             b.mark.fill(0);
             b.generation = 1;
         }
         let g = b.generation;
-        let mut out = Vec::new();
+        b.out.clear();
         let mut stack = std::mem::take(&mut b.stack);
         stack.clear();
         stack.extend(seeds.iter().rev());
@@ -422,7 +469,7 @@ impl LazyDfa {
                 State::ByteRange { .. }
                 | State::Sparse(_)
                 | State::Dense(_)
-                | State::Match { .. } => out.push(canon.map_or(q, |c| c[q as usize])),
+                | State::Match { .. } => b.out.push(canon.map_or(q, |c| c[q as usize])),
                 State::Union { alternates } => {
                     stack.extend(alternates.iter().rev().map(|s| s.as_u32()))
                 }
@@ -435,9 +482,8 @@ impl LazyDfa {
             }
         }
         b.stack = stack;
-        out.sort_unstable();
-        out.dedup();
-        out
+        b.out.sort_unstable();
+        b.out.dedup();
     }
 }
 
