@@ -228,7 +228,7 @@ impl PieceGrammar {
             });
             return Ok(());
         }
-        let too_big = || GrammarError::LimitExceeded {
+        let too_big = |hir: &Hir| GrammarError::LimitExceeded {
             what: format!("a regex that cannot be taken apart ({hir})"),
             limit: 1,
             knob: "max_dfa_states".into(),
@@ -242,21 +242,25 @@ impl PieceGrammar {
                 sub: Box::new(sub.clone()),
             })
         };
-        let kind = hir.kind().clone();
-        match kind {
+        // Taken, not copied: each level's copy of its subtree was most of
+        // the split's allocations.
+        match hir.into_kind() {
             HirKind::Concat(mut parts) => {
                 let right = parts.split_off(parts.len() / 2);
                 self.fit_hir(Hir::concat(parts), depth, fits, out)?;
                 self.fit_hir(Hir::concat(right), depth, fits, out)?;
             }
             HirKind::Alternation(alts) => {
+                if alts.iter().all(|a| a.properties().minimum_len().is_none()) {
+                    return Err(too_big(&Hir::alternation(alts)));
+                }
                 // A branch that matches nothing is no alternative.
                 let mut alts: Vec<Hir> = alts
                     .into_iter()
                     .filter(|a| a.properties().minimum_len().is_some())
                     .collect();
                 if alts.len() < 2 {
-                    let one = alts.pop().ok_or_else(too_big)?;
+                    let one = alts.pop().expect("a branch that matches");
                     return self.fit_hir(one, depth, fits, out);
                 }
                 let right = alts.split_off(alts.len() / 2);
@@ -271,10 +275,10 @@ impl PieceGrammar {
             }
             HirKind::Capture(c) => self.fit_hir(*c.sub, depth, fits, out)?,
             HirKind::Repetition(r) => {
-                let sub = *r.sub;
-                if sub.properties().minimum_len().is_none() {
-                    return Err(too_big());
+                if r.sub.properties().minimum_len().is_none() {
+                    return Err(too_big(&Hir::repetition(r)));
                 }
+                let sub = *r.sub;
                 match (r.min, r.max) {
                     (0 | 1, None) => {
                         let h = self.rules.len();
@@ -333,9 +337,10 @@ impl PieceGrammar {
                     }
                 }
             }
-            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {
-                return Err(too_big());
-            }
+            HirKind::Empty => return Err(too_big(&Hir::empty())),
+            HirKind::Literal(l) => return Err(too_big(&Hir::literal(l.0))),
+            HirKind::Class(c) => return Err(too_big(&Hir::class(c))),
+            HirKind::Look(l) => return Err(too_big(&Hir::look(l))),
         }
         Ok(())
     }
