@@ -263,16 +263,38 @@ const WIDE: u32 = 64;
 
 /// What a walk from one lexeme state has found so far.
 struct Walk {
+    /// The tokens found, as a row of `words` words, once there are many
+    /// (empty before): most states keep few tokens, and a row costs its
+    /// zeroing and a pass over it to list them again.
     inside: Vec<u32>,
+    /// The tokens found while they are few, unsorted (empty once `inside`
+    /// is made).
+    ids: Vec<u32>,
+    words: usize,
     count: usize,
     exits: Vec<(u32, u32)>,
 }
 
 impl Walk {
+    fn new(words: usize) -> Walk {
+        Walk {
+            inside: Vec::new(),
+            ids: Vec::new(),
+            words,
+            count: 0,
+            exits: Vec::new(),
+        }
+    }
+
     /// Every token of the trie but the runs in `refused` (the walk's only
     /// part: from the root).
     fn take_all_but(&mut self, trie: &TokenTrie, refused: &[&Runs]) {
-        self.inside.copy_from_slice(&trie.all);
+        self.ids.clear();
+        if self.inside.is_empty() {
+            self.inside = trie.all.clone();
+        } else {
+            self.inside.copy_from_slice(&trie.all);
+        }
         self.count = trie.tokens.len();
         for runs in refused {
             for &(a, b) in &runs.runs {
@@ -286,10 +308,34 @@ impl Walk {
 
     #[inline]
     fn add(&mut self, tokens: &[u32]) {
+        self.count += tokens.len();
+        // As many as a sparse set holds at most (see `TokenSet::from_row`).
+        if self.inside.is_empty() && self.count * 8 < self.words {
+            self.ids.extend_from_slice(tokens);
+            return;
+        }
+        if self.inside.is_empty() {
+            self.inside = vec![0u32; self.words];
+            for &t in &self.ids {
+                self.inside[t as usize / 32] |= 1 << (t % 32);
+            }
+            self.ids = Vec::new();
+        }
         for &t in tokens {
             self.inside[t as usize / 32] |= 1 << (t % 32);
         }
-        self.count += tokens.len();
+    }
+
+    /// The tokens found.
+    fn into_set(self) -> TokenSet {
+        if self.inside.is_empty() {
+            let mut ids = self.ids;
+            ids.sort_unstable();
+            ids.dedup();
+            TokenSet::Sparse(ids)
+        } else {
+            TokenSet::from_row(self.inside, self.count)
+        }
     }
 }
 
@@ -502,14 +548,10 @@ impl Lexeme {
     /// walked.
     fn build_state(&self, state: u32) -> StateIndex {
         let trie = &*self.trie;
-        let mut walk = Walk {
-            // Straight into a row: a wide state (a string body) holds most
-            // of the vocabulary, and sorting its ids would cost more than
-            // the walk.
-            inside: vec![0u32; self.words],
-            count: 0,
-            exits: Vec::new(),
-        };
+        // A list of ids while few, a row once many: a wide state (a string
+        // body) holds most of the vocabulary, and sorting its ids would
+        // cost more than the walk.
+        let mut walk = Walk::new(self.words);
         // Depth first through each node's list of children: a state that
         // kills most bytes reads one short list per live node, not every
         // child's node (the root alone has a child for nearly every byte).
@@ -558,14 +600,14 @@ impl Lexeme {
                 }
             }
         }
-        let mut exits = walk.exits;
+        let mut exits = std::mem::take(&mut walk.exits);
         exits.sort_unstable();
         let exit_span = exits
             .iter()
             .map(|&(n, _)| (trie.nodes[n as usize].next - n) as usize)
             .sum();
         StateIndex {
-            inside: TokenSet::from_row(walk.inside, walk.count),
+            inside: walk.into_set(),
             exits,
             exit_span,
         }
