@@ -16,7 +16,7 @@
 //! making them: the transition is dead, which narrows the language, and
 //! [`LazyProduct::exhausted`] says so, as [`LazyDfa::exhausted`] does.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -53,6 +53,20 @@ struct Builder {
     ids: HashMap<Box<[u32]>, u32>,
     fate: Vec<Fate>,
     bytes: usize,
+    /// Search scratch, kept from one search to the next: the states met
+    /// (marked with the search's number, and listed), the queue, the
+    /// edges met, a state's parts and its successor's.
+    seen: Vec<u32>,
+    search: u32,
+    met: Vec<u32>,
+    queue: VecDeque<u32>,
+    edges: Vec<(u32, u32)>,
+    search_tuple: Vec<u32>,
+    search_next: Vec<u32>,
+    /// A row's scratch (a row's successors are searched from while it is
+    /// made): the state's parts and a successor's.
+    tuple: Vec<u32>,
+    next: Vec<u32>,
 }
 
 /// The intersection of regexes, built as it is walked.
@@ -122,6 +136,15 @@ impl LazyProduct {
                 ids: HashMap::new(),
                 fate: vec![Fate::DeadEnd],
                 bytes: 0,
+                seen: vec![0],
+                search: 0,
+                met: Vec::new(),
+                queue: VecDeque::new(),
+                edges: Vec::new(),
+                search_tuple: Vec::new(),
+                search_next: Vec::new(),
+                tuple: Vec::new(),
+                next: Vec::new(),
             }),
             states: AtomicUsize::new(1),
             max_states: limits.max_dfa_states,
@@ -274,14 +297,19 @@ impl LazyProduct {
     /// Makes the row of `state`: its live successors by class.
     fn expand(&self, state: u32) -> Row {
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
-        let tuple = b.tuples[state as usize].clone();
+        let b = &mut *b;
+        // Copies into scratch kept by the builder (a search below uses
+        // its own): no allocation a row.
+        let mut tuple = std::mem::take(&mut b.tuple);
+        tuple.clear();
+        tuple.extend_from_slice(&b.tuples[state as usize]);
         let accepting = self.is_accepting(state);
         let mut trans = Vec::with_capacity(self.reps.len());
-        let mut next = Vec::with_capacity(tuple.len());
+        let mut next = std::mem::take(&mut b.next);
         for class in 0..self.reps.len() {
             let id = if self.step(&tuple, class, &mut next) {
-                let id = self.intern(&mut b, &next);
-                if id != DEAD && self.live(&mut b, id) {
+                let id = self.intern(b, &next);
+                if id != DEAD && self.live(b, id) {
                     id
                 } else {
                     DEAD
@@ -291,6 +319,9 @@ impl LazyProduct {
             };
             trans.push(id);
         }
+        let at_char_boundary = self.parts[0].at_char_boundary(tuple[0]);
+        b.tuple = tuple;
+        b.next = next;
         b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
         let mut forced = NOT_FORCED;
         if !accepting {
@@ -303,7 +334,7 @@ impl LazyProduct {
         }
         Row {
             trans: trans.into_boxed_slice(),
-            at_char_boundary: self.parts[0].at_char_boundary(tuple[0]),
+            at_char_boundary,
             forced,
         }
     }
@@ -327,6 +358,7 @@ impl LazyProduct {
         b.ids.insert(tuple.clone(), id);
         b.tuples.push(tuple);
         b.fate.push(Fate::Unknown);
+        b.seen.push(0);
         self.states.store(b.tuples.len(), Ordering::Relaxed);
         id
     }
@@ -343,20 +375,33 @@ impl LazyProduct {
             Fate::DeadEnd => return false,
             Fate::Unknown => {}
         }
-        let mut seen: HashSet<u32> = HashSet::new();
-        seen.insert(state);
+        b.search = b.search.wrapping_add(1);
+        if b.search == 0 {
+            b.seen.fill(0);
+            b.search = 1;
+        }
+        let search = b.search;
+        b.seen[state as usize] = search;
+        let mut met = std::mem::take(&mut b.met);
+        let mut queue = std::mem::take(&mut b.queue);
         // Edges met, in the order they were met.
-        let mut edges: Vec<(u32, u32)> = Vec::new();
-        let mut queue = VecDeque::from([state]);
+        let mut edges = std::mem::take(&mut b.edges);
+        let mut tuple = std::mem::take(&mut b.search_tuple);
+        let mut next = std::mem::take(&mut b.search_next);
+        met.clear();
+        queue.clear();
+        edges.clear();
+        met.push(state);
+        queue.push_back(state);
         let mut found = false;
-        let mut next = Vec::new();
         while let Some(s) = queue.pop_front() {
             if b.fate[s as usize] == Fate::Live || self.is_accepting(s) {
                 b.fate[s as usize] = Fate::Live;
                 found = true;
                 break;
             }
-            let tuple = b.tuples[s as usize].clone();
+            tuple.clear();
+            tuple.extend_from_slice(&b.tuples[s as usize]);
             for class in 0..self.reps.len() {
                 if !self.step(&tuple, class, &mut next) {
                     continue;
@@ -366,7 +411,9 @@ impl LazyProduct {
                     continue;
                 }
                 edges.push((s, id));
-                if seen.insert(id) {
+                if b.seen[id as usize] != search {
+                    b.seen[id as usize] = search;
+                    met.push(id);
                     queue.push_back(id);
                 }
             }
@@ -375,24 +422,32 @@ impl LazyProduct {
             // Nothing accepting within reach (unless a limit cut the search
             // short, which `exhausted` reports; the narrowing is then an
             // error).
-            for &s in &seen {
+            for &s in &met {
                 b.fate[s as usize] = Fate::DeadEnd;
             }
-            return false;
-        }
-        // Back along the edges met (latest first, so most of it is one
-        // pass): a state with a live successor is live.
-        loop {
-            let mut changed = false;
-            for &(from, to) in edges.iter().rev() {
-                if b.fate[to as usize] == Fate::Live && b.fate[from as usize] != Fate::Live {
-                    b.fate[from as usize] = Fate::Live;
-                    changed = true;
+        } else {
+            // Back along the edges met (latest first, so most of it is one
+            // pass): a state with a live successor is live.
+            loop {
+                let mut changed = false;
+                for &(from, to) in edges.iter().rev() {
+                    if b.fate[to as usize] == Fate::Live && b.fate[from as usize] != Fate::Live {
+                        b.fate[from as usize] = Fate::Live;
+                        changed = true;
+                    }
+                }
+                if !changed {
+                    break;
                 }
             }
-            if !changed {
-                break;
-            }
+        }
+        b.met = met;
+        b.queue = queue;
+        b.edges = edges;
+        b.search_tuple = tuple;
+        b.search_next = next;
+        if !found {
+            return false;
         }
         debug_assert_eq!(b.fate[state as usize], Fate::Live);
         true
