@@ -12,7 +12,7 @@
 //! [`LazyDfa::exhausted`] says so, for the caller to report as an error
 //! naming the limit.
 
-use std::collections::HashMap;
+use hashbrown::HashTable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -60,7 +60,9 @@ struct Builder {
     sets: Vec<Box<[u32]>>,
     /// UTF-8 bytes owed in each DFA state.
     pending: Vec<u8>,
-    ids: HashMap<Box<[u32]>, u32>,
+    /// The id of each set but the dead state's, found by [`set_hash`]
+    /// (the sets themselves are in `sets`).
+    ids: HashTable<u32>,
     /// Heap bytes of the sets and rows made so far.
     bytes: usize,
     /// Closure scratch: NFA states met in this closure (by generation).
@@ -71,6 +73,21 @@ struct Builder {
     seeds: Vec<Vec<u32>>,
     /// Closure scratch: the set it found.
     out: Vec<u32>,
+    /// Expansion scratch: the set of the state expanded.
+    set: Vec<u32>,
+}
+
+/// The hash a set of NFA states is found by: a multiply-rotate over its
+/// ids (as FxHash), then a finalizer that spreads it over every bit
+/// (`HashTable` takes buckets from the low bits, tags from the high ones).
+fn set_hash(set: &[u32]) -> u64 {
+    let mut h = set.len() as u64;
+    for &q in set {
+        h = (h.rotate_left(5) ^ u64::from(q)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
 }
 
 /// A DFA built as it is walked.
@@ -157,13 +174,14 @@ impl LazyDfa {
             builder: Mutex::new(Builder {
                 sets: vec![Box::new([])],
                 pending: vec![0],
-                ids: HashMap::new(),
+                ids: HashTable::new(),
                 bytes: 0,
                 mark: vec![0; n],
                 generation: 0,
                 stack: Vec::new(),
                 seeds: Vec::new(),
                 out: Vec::new(),
+                set: Vec::new(),
             }),
             states: AtomicUsize::new(1),
             max_states: limits.max_dfa_states,
@@ -305,9 +323,11 @@ impl LazyDfa {
     fn expand(&self, state: u32) -> Row {
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
         let b = &mut *b;
-        // Taken out while the row is made (nothing below reads it), and
-        // put back: no copy of the set.
-        let set = std::mem::take(&mut b.sets[state as usize]);
+        // Copied into scratch (left in place: the id table rehashes from
+        // `sets` as it grows).
+        let mut set = std::mem::take(&mut b.set);
+        set.clear();
+        set.extend_from_slice(&b.sets[state as usize]);
         let pending = b.pending[state as usize];
         let accepting = set.iter().any(|&q| {
             matches!(
@@ -397,7 +417,7 @@ impl LazyDfa {
             trans.push(next);
         }
         b.seeds = seeds;
-        b.sets[state as usize] = set;
+        b.set = set;
         b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
         let mut forced = NOT_FORCED;
         if !accepting {
@@ -419,7 +439,8 @@ impl LazyDfa {
     /// The id of the set in `b.out` (the last closure), made now if it is
     /// new (dead past the limits).
     fn intern_out(&self, b: &mut Builder, pending: u8) -> u32 {
-        if let Some(&id) = b.ids.get(b.out.as_slice()) {
+        let hash = set_hash(&b.out);
+        if let Some(&id) = b.ids.find(hash, |&id| *b.sets[id as usize] == *b.out) {
             return id;
         }
         let bytes = b.out.len() * 8 + 48;
@@ -437,10 +458,11 @@ impl LazyDfa {
             )
         });
         let _ = self.accepting.get_or_init(id, || accepting);
-        let set: Box<[u32]> = b.out.as_slice().into();
         b.bytes += bytes;
-        b.ids.insert(set.clone(), id);
-        b.sets.push(set);
+        b.sets.push(b.out.as_slice().into());
+        let sets = &b.sets;
+        b.ids
+            .insert_unique(hash, id, |&id| set_hash(&sets[id as usize]));
         b.pending.push(pending);
         self.states.store(b.sets.len(), Ordering::Relaxed);
         id
