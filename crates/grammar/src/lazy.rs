@@ -80,7 +80,7 @@ struct Builder {
 /// The hash a set of NFA states is found by: a multiply-rotate over its
 /// ids (as FxHash), then a finalizer that spreads it over every bit
 /// (`HashTable` takes buckets from the low bits, tags from the high ones).
-fn set_hash(set: &[u32]) -> u64 {
+pub(crate) fn set_hash(set: &[u32]) -> u64 {
     let mut h = set.len() as u64;
     for &q in set {
         h = (h.rotate_left(5) ^ u64::from(q)).wrapping_mul(0x517c_c1b7_2722_0a95);

@@ -17,6 +17,8 @@
 //! [`LazyProduct::exhausted`] says so, as [`LazyDfa::exhausted`] does.
 
 use std::collections::{HashMap, VecDeque};
+
+use hashbrown::HashTable;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -24,7 +26,7 @@ use tokensieve_core::GrammarError;
 
 use crate::dfa::{Automaton, DEAD, DfaLimits};
 use crate::grow::Grow;
-use crate::lazy::LazyDfa;
+use crate::lazy::{LazyDfa, set_hash};
 
 const NOT_FORCED: u16 = 256;
 
@@ -50,7 +52,9 @@ enum Fate {
 struct Builder {
     /// The part states of each product state (0 is the dead state's).
     tuples: Vec<Box<[u32]>>,
-    ids: HashMap<Box<[u32]>, u32>,
+    /// The id of each tuple but the dead state's, found by its hash
+    /// ([`crate::lazy::set_hash`]; the tuples themselves are in `tuples`).
+    ids: HashTable<u32>,
     fate: Vec<Fate>,
     bytes: usize,
     /// Search scratch, kept from one search to the next: the states met
@@ -133,7 +137,7 @@ impl LazyProduct {
             accepting: Grow::default(),
             builder: Mutex::new(Builder {
                 tuples: vec![Box::new([])],
-                ids: HashMap::new(),
+                ids: HashTable::new(),
                 fate: vec![Fate::DeadEnd],
                 bytes: 0,
                 seen: vec![0],
@@ -341,7 +345,8 @@ impl LazyProduct {
 
     /// The id of `tuple`, made now if it is new (dead past the limits).
     fn intern(&self, b: &mut Builder, tuple: &[u32]) -> u32 {
-        if let Some(&id) = b.ids.get(tuple) {
+        let hash = set_hash(tuple);
+        if let Some(&id) = b.ids.find(hash, |&id| *b.tuples[id as usize] == *tuple) {
             return id;
         }
         let bytes = tuple.len() * 8 + 48;
@@ -355,8 +360,10 @@ impl LazyProduct {
         let tuple: Box<[u32]> = tuple.into();
         let _ = self.accepting.get_or_init(id, || self.accepts(&tuple));
         b.bytes += bytes;
-        b.ids.insert(tuple.clone(), id);
         b.tuples.push(tuple);
+        let tuples = &b.tuples;
+        b.ids
+            .insert_unique(hash, id, |&id| set_hash(&tuples[id as usize]));
         b.fate.push(Fate::Unknown);
         b.seen.push(0);
         self.states.store(b.tuples.len(), Ordering::Relaxed);
