@@ -20,6 +20,7 @@
 //! O(k·m·log n) for `n` states, `m` edges and at most `k` successors a
 //! state, with no budget and nothing left unproven.
 
+use hashbrown::HashTable;
 use regex_automata::nfa::thompson::{self, State};
 use regex_automata::util::primitives::StateID;
 
@@ -132,18 +133,43 @@ impl Partition {
     fn by_kind(nfa: &thompson::NFA, label: &[u64], succ_at: &[usize]) -> Partition {
         let n = label.len();
         let degree = |q: usize| (succ_at[q + 1] - succ_at[q]) as u64;
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_unstable_by_key(|&q| (label[q as usize], degree(q as usize), q));
+        // States grouped by (label, degree), each group in state order: a
+        // table of the keys met (the label is a hash already), then a
+        // counting sort by group. (A comparison sort of the states by key
+        // was most of the partition's cost on big NFAs.)
+        let mut keys: HashTable<(u64, u64, u32)> = HashTable::new();
+        let mut group_of = vec![0u32; n];
+        for q in 0..n {
+            let key = (label[q], degree(q));
+            let hash = key.0 ^ mix(key.1);
+            let next = keys.len() as u32;
+            let g = match keys.find(hash, |e| (e.0, e.1) == key) {
+                Some(e) => e.2,
+                None => {
+                    keys.insert_unique(hash, (key.0, key.1, next), |e| e.0 ^ mix(e.1));
+                    next
+                }
+            };
+            group_of[q] = g;
+        }
+        let mut group_at = vec![0u32; keys.len() + 1];
+        for &g in &group_of {
+            group_at[g as usize + 1] += 1;
+        }
+        for g in 0..keys.len() {
+            group_at[g + 1] += group_at[g];
+        }
+        let mut fill = group_at.clone();
+        let mut order = vec![0u32; n];
+        for (q, &g) in group_of.iter().enumerate() {
+            order[fill[g as usize] as usize] = q as u32;
+            fill[g as usize] += 1;
+        }
         let mut blocks = Vec::new();
         let mut block_of = vec![0u32; n];
         let mut elems = Vec::with_capacity(n);
-        let mut i = 0;
-        while i < n {
-            let key = |q: u32| (label[q as usize], degree(q as usize));
-            let mut j = i;
-            while j < n && key(order[j]) == key(order[i]) {
-                j += 1;
-            }
+        for g in 0..keys.len() {
+            let (i, j) = (group_at[g] as usize, group_at[g + 1] as usize);
             // One hash, one kind: kinds whose hashes collide are told
             // apart here, each member against each kind met so far.
             let group = &order[i..j];
@@ -169,7 +195,6 @@ impl Partition {
                     push(kind);
                 }
             }
-            i = j;
         }
         let mut at = vec![0u32; n];
         for (k, &q) in elems.iter().enumerate() {
