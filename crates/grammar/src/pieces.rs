@@ -855,9 +855,13 @@ fn mentions_rule(hir: &Hir) -> bool {
     let placeholders = PLACEHOLDER_BASE..PLACEHOLDER_BASE + 0xFFFE;
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) | HirKind::Class(Class::Bytes(_)) => false,
-        HirKind::Literal(lit) => String::from_utf8_lossy(&lit.0)
-            .chars()
-            .any(|c| placeholders.contains(&(c as u32))),
+        // Plane 15 (the placeholders) is written with a lead byte 0xF3.
+        HirKind::Literal(lit) => {
+            lit.0.contains(&0xF3)
+                && String::from_utf8_lossy(&lit.0)
+                    .chars()
+                    .any(|c| placeholders.contains(&(c as u32)))
+        }
         HirKind::Class(Class::Unicode(class)) => {
             !class.ranges().is_empty()
                 && class.ranges().iter().all(|r| {
