@@ -85,8 +85,7 @@ pub struct LazyCounted {
     low_end: u32,
     /// Counts from this one to `max` come next; the counts between last.
     high_start: u32,
-    /// The id of `C`'s first live state.
-    tail_base: u32,
+
     classes: [u8; 256],
     /// One byte of each class, and how many bytes the class holds.
     reps: Vec<u8>,
@@ -147,8 +146,10 @@ impl LazyCounted {
         }
         // Every state of `X` is made: `prefix_free` walked them all.
         let width = body.num_states() as u64 - 1;
-        let tail_base = 1 + (u64::from(max) + 1) * width;
-        if tail_base + limits.max_dfa_states as u64 >= u64::from(u32::MAX) {
+        // Body ids are odd, tail ids even (see `LazyCounted::id`).
+        let body_ids = 2 * (u64::from(max) + 1) * width;
+        let tail_ids = 2 * (limits.max_dfa_states as u64 + 1);
+        if body_ids.max(tail_ids) >= u64::from(u32::MAX) {
             return None;
         }
         let low_end = max.min(min.saturating_add(2 * BOUND_REACH));
@@ -177,7 +178,6 @@ impl LazyCounted {
             width: width as u32,
             low_end,
             high_start,
-            tail_base: tail_base as u32,
             classes,
             reps,
             class_size,
@@ -226,12 +226,18 @@ impl LazyCounted {
         }
     }
 
+    /// A state's id: the body's `(slot, q)` numbered in slot order, the
+    /// tail's states in theirs, interleaved (odd ids the body's, even ones
+    /// the tail's), so that neither part's ids are pushed up by the other's
+    /// and the tables a walker keeps per id stay as small as the states it
+    /// meets (the tail after every count would start past a million in a
+    /// string of `maxLength: 65535`).
     #[inline]
     fn id(&self, at: At) -> u32 {
         match at {
             At::Dead => DEAD,
-            At::Body { count, q } => 1 + self.slot(count) * self.width + q - 1,
-            At::Tail(t) => self.tail_base + t - 1,
+            At::Body { count, q } => 1 + 2 * (self.slot(count) * self.width + q - 1),
+            At::Tail(t) => 2 * t,
         }
     }
 
@@ -239,14 +245,14 @@ impl LazyCounted {
     fn at(&self, state: u32) -> At {
         if state == DEAD {
             At::Dead
-        } else if state < self.tail_base {
-            let i = state - 1;
+        } else if state % 2 == 1 {
+            let i = state / 2;
             At::Body {
                 count: self.count_of(i / self.width),
                 q: i % self.width + 1,
             }
         } else {
-            At::Tail(state - self.tail_base + 1)
+            At::Tail(state / 2)
         }
     }
 
@@ -616,10 +622,7 @@ mod tests {
             for count in 0..=max {
                 for q in 1..=c.width {
                     let id = c.id(At::Body { count, q });
-                    assert!(
-                        id < c.tail_base && seen.insert(id),
-                        "{min},{max}: {count} {q}"
-                    );
+                    assert!(id % 2 == 1 && seen.insert(id), "{min},{max}: {count} {q}");
                     assert_eq!(c.at(id), At::Body { count, q });
                 }
                 assert_eq!(
@@ -629,6 +632,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// What follows the repetition gets ids as low as the counts near
+    /// the bounds do, however long the repetition: a walker's tables per
+    /// id (a lexeme's index, its first bytes) grow with the highest id it
+    /// meets, and the text after a `maxLength: 65535` string placed after
+    /// every count made them tens of megabytes at its first mask.
+    #[test]
+    fn what_follows_a_long_repetition_keeps_low_ids() {
+        let c = counted(CHAR, 0, 65_535, r#"", *"#).unwrap();
+        let states = walk(&c, c.start(), br#"ab\n", "#);
+        assert!(!states.contains(&DEAD), "{states:?}");
+        assert!(
+            states.iter().all(|&s| s < 64),
+            "ids past the counts near the start: {states:?}"
+        );
+        assert!(c.is_accepting(*states.last().unwrap()));
     }
 
     #[test]
