@@ -57,12 +57,9 @@ struct Row {
 #[derive(Debug)]
 struct Builder {
     /// The NFA states of each DFA state (0 is the dead state's, empty).
-    sets: Vec<Box<[u32]>>,
+    sets: SetTable,
     /// UTF-8 bytes owed in each DFA state.
     pending: Vec<u8>,
-    /// The id of each set but the dead state's, found by [`set_hash`]
-    /// (the sets themselves are in `sets`).
-    ids: HashTable<u32>,
     /// Heap bytes of the sets and rows made so far.
     bytes: usize,
     /// Closure scratch: NFA states met in this closure (by generation).
@@ -77,10 +74,69 @@ struct Builder {
     set: Vec<u32>,
 }
 
+/// The states of a lazily built automaton, each a set (or tuple) of ids,
+/// numbered in the order they were made, each kept once and found by
+/// [`set_hash`]. Id 0 is the dead state's, an empty set found by no search.
+pub(crate) struct SetTable {
+    sets: Vec<Box<[u32]>>,
+    /// The id of each set but the dead state's (the sets are in `sets`,
+    /// which the table rehashes from as it grows).
+    ids: HashTable<u32>,
+}
+
+impl SetTable {
+    pub(crate) fn new() -> SetTable {
+        SetTable {
+            sets: vec![Box::new([])],
+            ids: HashTable::new(),
+        }
+    }
+
+    /// States made, the dead one included.
+    pub(crate) fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// The id of `set`, or the hash to [`SetTable::push`] it with.
+    pub(crate) fn find(&self, set: &[u32]) -> Result<u32, u64> {
+        let hash = set_hash(set);
+        match self.ids.find(hash, |&id| *self.sets[id as usize] == *set) {
+            Some(&id) => Ok(id),
+            None => Err(hash),
+        }
+    }
+
+    /// Makes `set` (not made yet, `hash` from [`SetTable::find`]) the next
+    /// state; its id.
+    pub(crate) fn push(&mut self, hash: u64, set: &[u32]) -> u32 {
+        let id = self.sets.len() as u32;
+        self.sets.push(set.into());
+        let sets = &self.sets;
+        self.ids
+            .insert_unique(hash, id, |&id| set_hash(&sets[id as usize]));
+        id
+    }
+}
+
+impl std::ops::Index<usize> for SetTable {
+    type Output = [u32];
+    fn index(&self, id: usize) -> &[u32] {
+        &self.sets[id]
+    }
+}
+
+impl std::fmt::Debug for SetTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetTable")
+            .field("states", &self.len())
+            .finish()
+    }
+}
+
 /// The hash a set of NFA states is found by: a multiply-rotate over its
 /// ids (as FxHash), then a finalizer that spreads it over every bit
 /// (`HashTable` takes buckets from the low bits, tags from the high ones).
-pub(crate) fn set_hash(set: &[u32]) -> u64 {
+fn set_hash(set: &[u32]) -> u64 {
     let mut h = set.len() as u64;
     for &q in set {
         h = (h.rotate_left(5) ^ u64::from(q)).wrapping_mul(0x517c_c1b7_2722_0a95);
@@ -172,9 +228,8 @@ impl LazyDfa {
             rows: Grow::default(),
             accepting: Grow::default(),
             builder: Mutex::new(Builder {
-                sets: vec![Box::new([])],
+                sets: SetTable::new(),
                 pending: vec![0],
-                ids: HashTable::new(),
                 bytes: 0,
                 mark: vec![0; n],
                 generation: 0,
@@ -323,8 +378,8 @@ impl LazyDfa {
     fn expand(&self, state: u32) -> Row {
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
         let b = &mut *b;
-        // Copied into scratch (left in place: the id table rehashes from
-        // `sets` as it grows).
+        // Copied into scratch (left in place: the table rehashes from its
+        // sets as it grows).
         let mut set = std::mem::take(&mut b.set);
         set.clear();
         set.extend_from_slice(&b.sets[state as usize]);
@@ -439,10 +494,10 @@ impl LazyDfa {
     /// The id of the set in `b.out` (the last closure), made now if it is
     /// new (dead past the limits).
     fn intern_out(&self, b: &mut Builder, pending: u8) -> u32 {
-        let hash = set_hash(&b.out);
-        if let Some(&id) = b.ids.find(hash, |&id| *b.sets[id as usize] == *b.out) {
-            return id;
-        }
+        let hash = match b.sets.find(&b.out) {
+            Ok(id) => return id,
+            Err(hash) => hash,
+        };
         let bytes = b.out.len() * 8 + 48;
         if b.sets.len() >= self.max_states || b.bytes + bytes > self.max_bytes {
             if !self.exhausted.swap(true, Ordering::SeqCst) {
@@ -450,19 +505,15 @@ impl LazyDfa {
             }
             return DEAD;
         }
-        let id = b.sets.len() as u32;
         let accepting = b.out.iter().any(|&q| {
             matches!(
                 self.nfa.state(StateID::new_unchecked(q as usize)),
                 State::Match { .. }
             )
         });
-        let _ = self.accepting.get_or_init(id, || accepting);
         b.bytes += bytes;
-        b.sets.push(b.out.as_slice().into());
-        let sets = &b.sets;
-        b.ids
-            .insert_unique(hash, id, |&id| set_hash(&sets[id as usize]));
+        let id = b.sets.push(hash, &b.out);
+        let _ = self.accepting.get_or_init(id, || accepting);
         b.pending.push(pending);
         self.states.store(b.sets.len(), Ordering::Relaxed);
         id

@@ -17,8 +17,6 @@
 //! [`LazyProduct::exhausted`] says so, as [`LazyDfa::exhausted`] does.
 
 use std::collections::{HashMap, VecDeque};
-
-use hashbrown::HashTable;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -26,7 +24,7 @@ use tokensieve_core::GrammarError;
 
 use crate::dfa::{Automaton, DEAD, DfaLimits};
 use crate::grow::Grow;
-use crate::lazy::{LazyDfa, set_hash};
+use crate::lazy::{LazyDfa, SetTable};
 
 const NOT_FORCED: u16 = 256;
 
@@ -51,10 +49,7 @@ enum Fate {
 #[derive(Debug)]
 struct Builder {
     /// The part states of each product state (0 is the dead state's).
-    tuples: Vec<Box<[u32]>>,
-    /// The id of each tuple but the dead state's, found by its hash
-    /// ([`crate::lazy::set_hash`]; the tuples themselves are in `tuples`).
-    ids: HashTable<u32>,
+    tuples: SetTable,
     fate: Vec<Fate>,
     bytes: usize,
     /// Search scratch, kept from one search to the next: the states met
@@ -136,8 +131,7 @@ impl LazyProduct {
             rows: Grow::default(),
             accepting: Grow::default(),
             builder: Mutex::new(Builder {
-                tuples: vec![Box::new([])],
-                ids: HashTable::new(),
+                tuples: SetTable::new(),
                 fate: vec![Fate::DeadEnd],
                 bytes: 0,
                 seen: vec![0],
@@ -345,10 +339,10 @@ impl LazyProduct {
 
     /// The id of `tuple`, made now if it is new (dead past the limits).
     fn intern(&self, b: &mut Builder, tuple: &[u32]) -> u32 {
-        let hash = set_hash(tuple);
-        if let Some(&id) = b.ids.find(hash, |&id| *b.tuples[id as usize] == *tuple) {
-            return id;
-        }
+        let hash = match b.tuples.find(tuple) {
+            Ok(id) => return id,
+            Err(hash) => hash,
+        };
         let bytes = tuple.len() * 8 + 48;
         if b.tuples.len() >= self.max_states || b.bytes + bytes > self.max_bytes {
             if !self.exhausted.swap(true, Ordering::SeqCst) {
@@ -356,14 +350,9 @@ impl LazyProduct {
             }
             return DEAD;
         }
-        let id = b.tuples.len() as u32;
-        let tuple: Box<[u32]> = tuple.into();
-        let _ = self.accepting.get_or_init(id, || self.accepts(&tuple));
         b.bytes += bytes;
-        b.tuples.push(tuple);
-        let tuples = &b.tuples;
-        b.ids
-            .insert_unique(hash, id, |&id| set_hash(&tuples[id as usize]));
+        let id = b.tuples.push(hash, tuple);
+        let _ = self.accepting.get_or_init(id, || self.accepts(tuple));
         b.fate.push(Fate::Unknown);
         b.seen.push(0);
         self.states.store(b.tuples.len(), Ordering::Relaxed);
