@@ -16,7 +16,7 @@ use regex_syntax::hir::Hir;
 use tokensieve_core::{CancelToken, GrammarError};
 use tokensieve_grammar::counted::LazyCounted;
 use tokensieve_grammar::lazy::LazyDfa;
-use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, regex_text, weight};
+use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, regex_text, weight_at_most};
 use tokensieve_grammar::regular::{
     Measure, RuleHirs, terminal_hir, terminal_measure, terminal_regex,
 };
@@ -26,7 +26,7 @@ use crate::config::EarleyConfig;
 use crate::lexeme::{LexVocab, Lexeme, counted_lexeme, intersection_lexeme, lazy_lexeme, lexeme};
 use crate::parser::{Cfg, Sym};
 
-/// Regex [`weight`] (about NFA positions) a lexeme DFA state usually takes
+/// Regex [`weight`](tokensieve_grammar::pieces::weight) (about NFA positions) a lexeme DFA state usually takes
 /// at most: a regex heavier than this much a state of its limit is taken
 /// apart without trying it whole (see [`Lowering::regex_or_parts`]).
 const WEIGHT_A_STATE: usize = 4;
@@ -390,7 +390,8 @@ impl<'a> Lowering<'a> {
             // A regex much bigger than `max` states is not tried: its
             // failure would cost a determinization up to the limit (and
             // printing a long text).
-            if weight(hir) > (max * WEIGHT_A_STATE) as u64 {
+            let cap = (max * WEIGHT_A_STATE) as u64;
+            if weight_at_most(hir, cap) > cap {
                 return Ok(None);
             }
             let text = regex_text(hir)?;

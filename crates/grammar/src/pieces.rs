@@ -548,7 +548,15 @@ impl Splitter<'_> {
     fn blocks_of(&self, rep: &Repetition) -> Option<u32> {
         let block = self.limits.block_weight?;
         let copies = rep.max.unwrap_or(rep.min).max(rep.min);
-        let per_block = (block / weight(&rep.sub).max(1)).clamp(1, u32::MAX as u64) as u32;
+        // Every block holds a copy: fewer than two copies (`*`, `+`, `?`)
+        // never make two blocks, whatever the body weighs. Otherwise only
+        // whether the body weighs more than `block` matters past `block`
+        // (a block is then one copy): the weight is read no further.
+        if copies < 2 {
+            return None;
+        }
+        let per_block =
+            (block / weight_at_most(&rep.sub, block).max(1)).clamp(1, u32::MAX as u64) as u32;
         (copies >= per_block.saturating_mul(2) && !mentions_rule(&rep.sub)).then_some(per_block)
     }
 
@@ -730,7 +738,10 @@ impl Splitter<'_> {
                 let mut plains = Vec::new();
                 for w in walked {
                     match w {
-                        Walked::Plain(sub) if weight(&sub) <= MERGED_ALTERNATIVE_WEIGHT => {
+                        Walked::Plain(sub)
+                            if weight_at_most(&sub, MERGED_ALTERNATIVE_WEIGHT)
+                                <= MERGED_ALTERNATIVE_WEIGHT =>
+                        {
                             plains.push(sub)
                         }
                         Walked::Plain(sub) => alternatives.push(vec![plain(sub)?]),
@@ -836,6 +847,36 @@ pub(crate) fn weight_by(hir: &Hir, class: &dyn Fn(&Class) -> u64) -> u64 {
         HirKind::Concat(subs) | HirKind::Alternation(subs) => subs
             .iter()
             .fold(0, |w, s| w.saturating_add(weight_by(s, class))),
+    }
+}
+
+/// [`weight`] where it is at most `cap`, otherwise some number above
+/// `cap`: reads no more of the tree than it takes to pass `cap` (a
+/// repetition's body no further than `cap` over its copies).
+pub fn weight_at_most(hir: &Hir, cap: u64) -> u64 {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => 0,
+        HirKind::Literal(lit) => lit.0.len() as u64,
+        HirKind::Class(_) => 1,
+        HirKind::Capture(c) => weight_at_most(&c.sub, cap),
+        HirKind::Repetition(r) => {
+            let copies = r.max.unwrap_or(r.min).max(r.min).max(1) as u64;
+            let body_cap = cap / copies;
+            match weight_at_most(&r.sub, body_cap) {
+                w if w > body_cap => cap.saturating_add(1),
+                w => w * copies,
+            }
+        }
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+            let mut total = 0u64;
+            for sub in subs {
+                total += weight_at_most(sub, cap - total);
+                if total > cap {
+                    return cap.saturating_add(1);
+                }
+            }
+            total
+        }
     }
 }
 
@@ -1046,6 +1087,32 @@ mod tests {
 
     fn p(i: usize) -> char {
         placeholder(i).unwrap()
+    }
+
+    #[test]
+    fn capped_weight_is_the_weight_up_to_the_cap() {
+        let regexes = [
+            "",
+            "abc",
+            "[a-z]",
+            "(?:ab|cde)f",
+            "\"(?:[^\"\\\\]|\\\\.){0,64}\"",
+            "(?:x(?:yz){3,5}){2}",
+            "a*b+c?",
+            "(?:(?:[0-9]{4}-){10}|abc){0,7}",
+        ];
+        for regex in regexes {
+            let hir = regex_syntax::parse(regex).unwrap();
+            let full = weight(&hir);
+            for cap in 0..full + 3 {
+                let capped = weight_at_most(&hir, cap);
+                if full <= cap {
+                    assert_eq!(capped, full, "{regex} at cap {cap}");
+                } else {
+                    assert!(capped > cap, "{regex} at cap {cap}: {capped} of {full}");
+                }
+            }
+        }
     }
 
     /// Whether `text` is in the language of the piece grammar, by a plain
