@@ -28,6 +28,15 @@ pub(crate) const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[
 /// rule of the context-free result instead of being written in place.
 const SHARED_RULE_MIN_LEN: usize = 1024;
 
+/// Regex length from which the language of any sub-schema (a nested
+/// object, an array's items) becomes a rule of the context-free result,
+/// written once: an object's optional members are written in several
+/// copies ([`super::structure`]), so a member's value is copied once per
+/// level of objects above it, and a 7 KB schema of nested objects without
+/// `additionalProperties: false` wrote a 1.8 MB regex (most of its
+/// compile: parsing the copies, splitting them, freeing them).
+const SHARED_NODE_MIN_LEN: usize = 4096;
+
 /// Most rules the context-free result may have: the placeholder characters
 /// of plane 15 ([`crate::compose::placeholder`]).
 const MAX_PLACEHOLDERS: usize = 0xFFFE;
@@ -830,10 +839,42 @@ impl<'a> Lowerer<'a> {
         self.depth -= 1;
         let lang = result?;
         self.check(&lang, &ptr)?;
+        let lang = match &cache_key {
+            Some((_, level)) => self.shared_node(lang, &ptr, *level),
+            None => lang,
+        };
         if let Some(key) = cache_key {
             self.cache.insert(key, lang.clone());
         }
         Ok(lang)
+    }
+
+    /// In context-free mode with no `max_depth`, the language `lang` of
+    /// the sub-schema at `ptr` as the placeholder of a new rule whose body
+    /// it is, when it is long ([`SHARED_NODE_MIN_LEN`]); `lang` itself for
+    /// the document's root, a sub-schema that already has a rule (whose
+    /// body this may be), or past the rule limit.
+    fn shared_node(&mut self, lang: Lang, ptr: &str, level: u32) -> Lang {
+        if !self.unbounded()
+            || self.layout.level_matters()
+            || ptr.is_empty()
+            || lang.len() < SHARED_NODE_MIN_LEN
+        {
+            return lang;
+        }
+        let limit = self.limits.max_rules.min(MAX_PLACEHOLDERS);
+        let rules = self.rules.as_mut().expect("context-free mode");
+        let key = (RuleTarget::Schema(ptr.to_owned()), level);
+        if rules.index.contains_key(&key) || rules.bodies.len() >= limit {
+            return lang;
+        }
+        let Some(text) = lang.text() else {
+            return lang;
+        };
+        let id = rules.bodies.len();
+        rules.bodies.push(Some(text.to_owned()));
+        rules.index.insert(key, id);
+        placeholder_lang(id)
     }
 
     fn lower_nodes_inner(

@@ -1408,6 +1408,51 @@ fn not_one_of_is_none_or_several() {
     );
 }
 
+/// Objects nested in objects, each with optional members and extras
+/// allowed: each level writes its members in several copies, so written in
+/// place the innermost object would be copied once per level above it. A
+/// long sub-schema's language is a rule, written once.
+#[test]
+fn long_nested_objects_are_rules_written_once() {
+    let mut schema = json!({"type": "string"});
+    for level in 0..5 {
+        let mut props = serde_json::Map::new();
+        for i in 0..6 {
+            props.insert(format!("m{level}_{i}"), json!({"type": "integer"}));
+        }
+        props.insert("inner".into(), schema);
+        for i in 6..9 {
+            props.insert(format!("m{level}_{i}"), json!({"type": "string"}));
+        }
+        schema = json!({"properties": props});
+    }
+    let g = schema_to_grammar(
+        &schema.to_string(),
+        &SpecOptions::default(),
+        2,
+        &LoweringLimits::default(),
+    )
+    .unwrap();
+    let written = g.root.len() + g.rules.iter().map(String::len).sum::<usize>();
+    let level_rules = g
+        .rule_sources
+        .iter()
+        .filter(|s| s.ends_with("/properties/inner"))
+        .count();
+    assert!(level_rules >= 2, "{:?}", g.rule_sources);
+    assert!(written < 100_000, "{written} bytes of regex");
+    let doc = r#"{"m4_0": 1, "inner": {"inner": {"inner": {"inner": {"m0_3": 7, "inner": "s", "zz": [1]}}, "m2_8": "x"}}, "m4_7": "y"}"#;
+    check_cf(
+        schema,
+        &[doc, "{}", r#"{"inner": {}}"#],
+        &[
+            &doc.replace(r#""inner": "s""#, r#""inner": 5"#),
+            &doc.replace(r#""m0_3": 7"#, r#""m0_3": "7""#),
+            r#"{"inner": {"m3_0": 1.5}}"#,
+        ],
+    );
+}
+
 /// A pattern with several variable parts under a length, two patterns,
 /// excluded values under a length: regular mode refuses them, naming the
 /// keyword; context-free mode makes each string one intersection rule of
