@@ -26,9 +26,10 @@ use crate::config::EarleyConfig;
 use crate::lexeme::{LexVocab, Lexeme, counted_lexeme, intersection_lexeme, lazy_lexeme, lexeme};
 use crate::parser::{Cfg, Sym};
 
-/// Regex [`weight`](tokensieve_grammar::pieces::weight) (about NFA positions) a lexeme DFA state usually takes
-/// at most: a regex heavier than this much a state of its limit is taken
-/// apart without trying it whole (see [`Lowering::regex_or_parts`]).
+/// Regex [`weight`](tokensieve_grammar::pieces::weight) (about NFA
+/// positions) a lexeme DFA state usually takes at most: a regex heavier
+/// than this much a state of its limit is taken apart without trying it
+/// whole (see [`Lowering::regex_or_parts`]).
 const WEIGHT_A_STATE: usize = 4;
 
 /// Builds the flat grammar; shared by every spec kind.

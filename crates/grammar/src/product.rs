@@ -361,10 +361,10 @@ impl LazyProduct {
 
     /// Whether an accepting state can be reached from `state`: a
     /// depth-first search of the product that stops at the first
-    /// accepting or known live state it meets. Every state met on the way with an
-    /// edge to a live one is live too, and is marked so: the next search,
-    /// from a neighbour, ends where it starts. When the search finds
-    /// nothing accepting, every state it met is a dead end.
+    /// accepting or known live state it meets. Every state met on the way
+    /// with an edge to a live one is live too, and is marked so: the next
+    /// search, from a neighbour, ends where it starts. When the search
+    /// finds nothing accepting, every state it met is a dead end.
     fn live(&self, b: &mut Builder, state: u32) -> bool {
         match b.fate[state as usize] {
             Fate::Live => return true,
