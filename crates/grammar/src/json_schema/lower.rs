@@ -532,6 +532,12 @@ fn placeholder_lang(id: usize) -> Lang {
 /// placeholder planes, or a pattern escape that could write one.
 fn uses_placeholder_range(v: &Value) -> bool {
     fn text(s: &str) -> bool {
+        // Each case needs a backslash or a character from U+C0000 up (its
+        // UTF-8 lead byte F3 or F4): most strings (descriptions) have
+        // neither and are read once, not lowercased and searched ten times.
+        if !s.bytes().any(|b| b == b'\\' || b >= 0xF3) {
+            return false;
+        }
         let lower = s.to_ascii_lowercase();
         s.chars()
             .any(|c| c as u32 >= crate::compose::PLACEHOLDER_BASE)

@@ -1086,6 +1086,36 @@ fn check_cf(schema: Value, accept: &[&str], reject: &[&str]) {
     }
 }
 
+/// A recursive schema's grammar stands for rules by characters of planes 15
+/// and 16: a schema that could write one is refused, wherever the
+/// character or its escape is (a key, a constant, a pattern), and a long
+/// description without a backslash is no such string.
+#[test]
+fn recursive_schemas_that_could_write_a_placeholder_are_refused() {
+    let with = |extra: Value| {
+        let mut schema = json!({
+            "$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+            "type": "object",
+            "properties": {"t": {"$ref": "#/$defs/t"}},
+            "description": "x".repeat(10_000)
+        });
+        schema["properties"]["extra"] = extra;
+        grammar_of(schema, &SpecOptions::default())
+    };
+    assert!(with(json!({"type": "string", "pattern": "^a+\\\\b$"})).is_ok());
+    for extra in [
+        json!({"const": "a\u{F0001}"}),
+        json!({"const": "\u{10FFFD}"}),
+        json!({"type": "string", "pattern": "\\u{F0000}"}),
+        json!({"type": "string", "pattern": "\\uDB80\\uDC00"}),
+        json!({"type": "string", "pattern": "\\u{10ffff}"}),
+        json!({"type": "object", "properties": {"k\u{F0000}": {}}}),
+    ] {
+        let e = with(extra.clone()).expect_err(&extra.to_string());
+        assert!(e.to_string().contains("planes 15 and 16"), "{extra}: {e}");
+    }
+}
+
 #[test]
 fn context_free_mode_makes_rules_of_recursion_and_free_values() {
     let tree = json!({
