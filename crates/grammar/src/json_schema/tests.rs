@@ -1483,6 +1483,46 @@ fn long_nested_objects_are_rules_written_once() {
     );
 }
 
+/// A sub-schema of a kilobyte or so of regex (an object of six optional
+/// strings) is already a rule of its own, written once however often the
+/// members above it are copied; a small one (an integer) stays in place.
+#[test]
+fn mid_sized_sub_schemas_are_rules_too() {
+    let strings: serde_json::Map<String, Value> = ["a", "b", "c", "d", "e", "f"]
+        .iter()
+        .map(|k| (k.to_string(), json!({"type": "string"})))
+        .collect();
+    let schema = json!({
+        "properties": {"x": {"properties": strings}, "y": {"type": "integer"}}
+    });
+    let g = schema_to_grammar(
+        &schema.to_string(),
+        &SpecOptions::default(),
+        2,
+        &LoweringLimits::default(),
+    )
+    .unwrap();
+    assert!(
+        g.rule_sources.iter().any(|s| s == "/properties/x"),
+        "{:?}",
+        g.rule_sources
+    );
+    assert!(
+        !g.rule_sources.iter().any(|s| s == "/properties/y"),
+        "{:?}",
+        g.rule_sources
+    );
+    check_cf(
+        schema,
+        &[
+            r#"{"x": {"b": "1", "f": ""}, "y": 2}"#,
+            r#"{"y": 2, "z": {}}"#,
+            "{}",
+        ],
+        &[r#"{"x": {"b": 1}}"#, r#"{"x": {"b": "1"}, "y": "2"}"#],
+    );
+}
+
 /// A pattern with several variable parts under a length, two patterns,
 /// excluded values under a length: regular mode refuses them, naming the
 /// keyword; context-free mode makes each string one intersection rule of
