@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# Instructions a `tokensieve bench maskbench` run executes, split into
-# compiles and masks, counted by valgrind's callgrind: exact and the same
-# on every run, where wall times on a shared or throttled machine can
-# differ by 10-25% between two builds doing the same work. Use it to
-# compare two builds of a change on a folder of a few dozen MaskBench
-# files (valgrind runs ~50x slower; two counts can run at once).
+# Instructions a `tokensieve bench maskbench` run executes, counted by
+# valgrind's callgrind: a run's total repeats to about 0.01%, where wall
+# times on a shared or throttled machine can differ by 10-25% between two
+# builds doing the same work. Use it to compare two builds of a change on
+# a folder of a few dozen MaskBench files (valgrind runs ~50x slower; two
+# counts can run at once).
 #
 #   scripts/count-instructions.sh BINARY DIR [BACKEND_OPTION...]
 #   scripts/count-instructions.sh target/release/tokensieve /tmp/tail shared_lexemes=false
 #
-# Prints G instructions: the whole run, masks (`fill_bitmask`, inclusive),
-# loading the tokenizer, and compile (the rest: compiles, plus the
-# bench's own reading and checking, the same for both builds). Needs
-# valgrind (apt: valgrind). TOKENIZER overrides the Llama 3 tokenizer path,
-# BACKEND the backend (default earley).
+# Prints G instructions: the whole run; masks (`fill_bitmask`, inclusive:
+# how callgrind splits work between it and the rest moved by ~5% between
+# two runs of one build, so compare totals); loading the tokenizer; and
+# earley's compile stages that callgrind attributes stably (the piece
+# split, `Lowering::pieces`, freeing the piece grammar). Needs valgrind
+# (apt: valgrind). TOKENIZER overrides the Llama 3 tokenizer path, BACKEND
+# the backend (default earley).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 bin=$1
@@ -44,7 +46,11 @@ callgrind_annotate --inclusive=yes --threshold=100 "$work/cg.out" 2>/dev/null | 
     /PROGRAM TOTALS/ { total = g($1) }
     /GrammarObject>::fill_bitmask \[/ && !masks { masks = g($1) }
     /HfTokenizer::from_file \[/ && !tok { tok = g($1) }
+    /SchemaGrammar>::to_pieces \[/ && !sp { sp = g($1) }
+    /Lowering::pieces \[/ && !pieces { pieces = g($1) }
+    /drop_in_place<tokensieve_grammar::pieces::PieceGrammar> \[/ && !free { free = g($1) }
     END {
-        printf "total %.3f G  masks %.3f G  tokenizer %.3f G  compile+rest %.3f G\n",
-            total, masks, tok, total - masks - tok
+        printf "total %.3f G  masks %.3f G  tokenizer %.3f G\n", total, masks, tok
+        printf "compile stages %.3f G: piece split %.3f, Lowering::pieces %.3f, freeing pieces %.3f\n",
+            sp + pieces + free, sp, pieces, free
     }'
