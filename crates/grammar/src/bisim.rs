@@ -20,14 +20,13 @@
 //! O(k·m·log n) for `n` states, `m` edges and at most `k` successors a
 //! state, with no budget and nothing left unproven.
 
+use crate::nfa::{Nfa, State};
 use hashbrown::HashTable;
-use regex_automata::nfa::thompson::{self, State};
-use regex_automata::util::primitives::StateID;
 
 /// The representative of each state of `nfa`: the least state of its
 /// bisimulation class.
-pub(crate) fn representatives(nfa: &thompson::NFA) -> Vec<u32> {
-    let n = nfa.states().len();
+pub(crate) fn representatives(nfa: &Nfa) -> Vec<u32> {
+    let n = nfa.len();
     let mut label = Vec::with_capacity(n);
     let mut succ_at = Vec::with_capacity(n + 1);
     let mut succ: Vec<u32> = Vec::new();
@@ -130,7 +129,7 @@ struct Partition {
 
 impl Partition {
     /// States by kind: the same label, the same number of successors.
-    fn by_kind(nfa: &thompson::NFA, label: &[u64], succ_at: &[usize]) -> Partition {
+    fn by_kind(nfa: &Nfa, label: &[u64], succ_at: &[usize]) -> Partition {
         let n = label.len();
         let degree = |q: usize| (succ_at[q + 1] - succ_at[q]) as u64;
         // States grouped by (label, degree), each group in state order: a
@@ -260,63 +259,39 @@ fn mix(mut x: u64) -> u64 {
 }
 
 /// The kind of a state and its byte ranges (not where it leads), hashed.
-fn label_hash(state: &State) -> u64 {
+fn label_hash(state: State<'_>) -> u64 {
     let range =
         |kind: u64, start: u8, end: u8| mix(kind << 16 | u64::from(start) << 8 | u64::from(end));
     match state {
-        State::ByteRange { trans } => range(1, trans.start, trans.end),
-        State::Sparse(s) => s
-            .transitions
+        State::Bytes(ranges) => ranges
             .iter()
             .fold(mix(2), |h, t| mix(h ^ range(1, t.start, t.end))),
-        State::Dense(_) => mix(3),
-        State::Look { look, .. } => mix(4 << 32 | u64::from(look.as_repr())),
-        State::Union { alternates } => mix(5 << 32 | alternates.len() as u64),
-        State::BinaryUnion { .. } => mix(6),
-        State::Capture { .. } => mix(7),
-        State::Fail => mix(8),
-        State::Match { pattern_id } => mix(9 << 32 | u64::from(pattern_id.as_u32())),
+        State::Union(alternates) => mix(5 << 32 | alternates.len() as u64),
+        State::Match => mix(9 << 32),
     }
 }
 
 /// Whether two states are of the same kind with the same byte ranges.
-fn same_label(nfa: &thompson::NFA, a: u32, b: u32) -> bool {
-    let state = |q: u32| nfa.state(StateID::new_unchecked(q as usize));
-    match (state(a), state(b)) {
-        (State::ByteRange { trans: x }, State::ByteRange { trans: y }) => {
-            (x.start, x.end) == (y.start, y.end)
-        }
-        (State::Sparse(x), State::Sparse(y)) => {
-            x.transitions.len() == y.transitions.len()
-                && x.transitions
-                    .iter()
-                    .zip(y.transitions.iter())
+fn same_label(nfa: &Nfa, a: u32, b: u32) -> bool {
+    match (nfa.state(a), nfa.state(b)) {
+        (State::Bytes(x), State::Bytes(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
                     .all(|(x, y)| (x.start, x.end) == (y.start, y.end))
         }
-        (State::Dense(_), State::Dense(_)) => true,
-        (State::Look { look: x, .. }, State::Look { look: y, .. }) => x == y,
-        (State::Union { alternates: x }, State::Union { alternates: y }) => x.len() == y.len(),
-        (State::BinaryUnion { .. }, State::BinaryUnion { .. })
-        | (State::Capture { .. }, State::Capture { .. })
-        | (State::Fail, State::Fail) => true,
-        (State::Match { pattern_id: x }, State::Match { pattern_id: y }) => x == y,
+        (State::Union(x), State::Union(y)) => x.len() == y.len(),
+        (State::Match, State::Match) => true,
         _ => false,
     }
 }
 
-/// Where a state leads, in order (a dense state's dead ends included).
-fn successors(state: &State, out: &mut Vec<u32>) {
+/// Where a state leads, in order.
+fn successors(state: State<'_>, out: &mut Vec<u32>) {
     match state {
-        State::ByteRange { trans } => out.push(trans.next.as_u32()),
-        State::Sparse(s) => out.extend(s.transitions.iter().map(|t| t.next.as_u32())),
-        State::Dense(d) => out.extend(d.transitions.iter().map(|t| t.as_u32())),
-        State::Look { next, .. } | State::Capture { next, .. } => out.push(next.as_u32()),
-        State::Union { alternates } => out.extend(alternates.iter().map(|t| t.as_u32())),
-        State::BinaryUnion { alt1, alt2 } => {
-            out.push(alt1.as_u32());
-            out.push(alt2.as_u32());
-        }
-        State::Fail | State::Match { .. } => {}
+        State::Bytes(ranges) => out.extend(ranges.iter().map(|t| t.next)),
+        State::Union(alternates) => out.extend_from_slice(alternates),
+        State::Match => {}
     }
 }
 
@@ -325,16 +300,16 @@ mod tests {
     use super::*;
     use tokensieve_core::testing::SplitMix64;
 
-    fn nfa(regex: &str) -> thompson::NFA {
-        crate::lazy::compile_nfa(&crate::dfa::parse(regex).unwrap(), 10 << 20).unwrap()
+    fn nfa(regex: &str) -> Nfa {
+        Nfa::new(&crate::dfa::parse(regex).unwrap(), 10 << 20).unwrap()
     }
 
     /// The coarsest bisimulation by Moore's refinement: classes by kind,
     /// then by the classes of the successors, until nothing splits.
-    fn moore(nfa: &thompson::NFA) -> Vec<u32> {
-        let n = nfa.states().len();
+    fn moore(nfa: &Nfa) -> Vec<u32> {
+        let n = nfa.len();
         let mut succ = vec![Vec::new(); n];
-        for (q, state) in nfa.states().iter().enumerate() {
+        for (q, state) in nfa.states().enumerate() {
             successors(state, &mut succ[q]);
         }
         let mut kinds: Vec<u32> = Vec::new();
@@ -406,7 +381,7 @@ mod tests {
             let Ok(hir) = crate::dfa::parse(regex) else {
                 continue;
             };
-            let Ok(nfa) = crate::lazy::compile_nfa(&hir, 10 << 20) else {
+            let Ok(nfa) = Nfa::new(&hir, 10 << 20) else {
                 continue;
             };
             let reps = representatives(&nfa);

@@ -20,6 +20,7 @@
 use crate::grow::Grow;
 use crate::minimize::hopcroft;
 use regex_automata::dfa::{Automaton as _, StartKind, dense};
+use regex_automata::nfa::thompson;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::Hir;
@@ -294,7 +295,7 @@ impl ByteDfa {
                     .into(),
             });
         }
-        let nfa = crate::lazy::compile_nfa(&hir, limits.nfa_size_limit)?;
+        let nfa = compile_nfa(&hir, limits.nfa_size_limit)?;
         let dense = dense::Builder::new()
             .configure(
                 dense::Config::new()
@@ -901,6 +902,48 @@ fn finish(t: Table) -> ByteDfa {
         }
     }
     dfa
+}
+
+thread_local! {
+    /// One NFA compiler a thread, with the limit it was configured for:
+    /// a compiler keeps its UTF-8 suffix cache (10,000 entries) from one
+    /// build to the next instead of allocating it afresh.
+    static COMPILER: std::cell::RefCell<Option<(usize, thompson::Compiler)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// regex-automata's Thompson NFA of `hir` (no captures), within
+/// `nfa_size_limit` heap bytes, for its DFA builder.
+fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, GrammarError> {
+    COMPILER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot
+            .as_ref()
+            .is_none_or(|(limit, _)| *limit != nfa_size_limit)
+        {
+            let mut compiler = thompson::Compiler::new();
+            compiler.configure(
+                thompson::Config::new()
+                    .nfa_size_limit(Some(nfa_size_limit))
+                    .which_captures(thompson::WhichCaptures::None),
+            );
+            *slot = Some((nfa_size_limit, compiler));
+        }
+        let (_, compiler) = slot.as_ref().expect("set above");
+        compiler
+            .build_from_hir(hir)
+            .map_err(|e| match e.size_limit() {
+                Some(limit) => GrammarError::LimitExceeded {
+                    what: "the regex's NFA (heap bytes)".into(),
+                    limit,
+                    knob: "nfa_size_limit".into(),
+                },
+                None => GrammarError::InvalidRegex {
+                    location: Location::None,
+                    message: e.to_string(),
+                },
+            })
+    })
 }
 
 #[cfg(test)]

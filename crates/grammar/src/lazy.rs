@@ -1,6 +1,7 @@
 //! [`LazyDfa`]: a byte DFA whose states are made the first time a walk
-//! reaches them, from the regex's Thompson NFA. Compiling it costs the NFA
-//! only; a grammar whose lexemes have thousands of states between them
+//! reaches them, from the regex's Thompson NFA ([`crate::nfa`], made from
+//! the syntax tree in one pass). Compiling it costs the NFA only; a
+//! grammar whose lexemes have thousands of states between them
 //! pays, at each step, only for the states that step reaches (the idea of
 //! llguidance's lexer and of `regex-automata`'s hybrid DFA, here with
 //! stable state ids, shared by threads, and states that can never accept
@@ -16,13 +17,12 @@ use hashbrown::HashTable;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use regex_automata::nfa::thompson::{self, State};
-use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::Hir;
 use tokensieve_core::{GrammarError, Location};
 
 use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
+use crate::nfa::{Nfa, State};
 
 const NOT_FORCED: u16 = 256;
 
@@ -31,8 +31,10 @@ const NOT_FORCED: u16 = 256;
 /// moved.
 static EXHAUSTIONS: AtomicUsize = AtomicUsize::new(0);
 
-/// Counts one more automaton run into a limit (see [`exhaustions`]).
-pub(crate) fn note_exhaustion() {
+/// Counts one more automaton run into a limit (see [`exhaustions`]): also
+/// for an automaton whose deferred build failed, which a caller holding it
+/// reports the same way.
+pub fn note_exhaustion() {
     EXHAUSTIONS.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -148,7 +150,7 @@ fn set_hash(set: &[u32]) -> u64 {
 
 /// A DFA built as it is walked.
 pub struct LazyDfa {
-    nfa: thompson::NFA,
+    nfa: Nfa,
     /// NFA states from which a match can be reached.
     live: Vec<bool>,
     /// The representative of each NFA state's class of states with the
@@ -174,7 +176,7 @@ pub struct LazyDfa {
 impl std::fmt::Debug for LazyDfa {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LazyDfa")
-            .field("nfa_states", &self.nfa.states().len())
+            .field("nfa_states", &self.nfa.len())
             .field("states", &self.num_states())
             .finish()
     }
@@ -184,6 +186,34 @@ impl LazyDfa {
     /// Whether `hir` can be built lazily: no look-around.
     pub fn takes(hir: &Hir) -> bool {
         hir.properties().look_set().is_empty()
+    }
+
+    /// What [`LazyDfa::from_hir`] refuses that `hir`'s properties tell
+    /// without building anything: look-around, and a regex that matches
+    /// nothing. What is left to fail is the NFA's size.
+    pub fn check_tree(hir: &Hir) -> Result<(), GrammarError> {
+        if !LazyDfa::takes(hir) {
+            return Err(GrammarError::Unsupported {
+                location: Location::None,
+                what: "look-around in a lazily built DFA".into(),
+            });
+        }
+        // A length means some text matches; no length may still (an
+        // alternation with one branch of nothing has none): then look.
+        if hir.properties().minimum_len().is_none() && matches_nothing(hir) {
+            return Err(no_match());
+        }
+        Ok(())
+    }
+
+    /// Whether `hir` matches the empty text (its DFA's start accepts),
+    /// told without building it.
+    pub fn matches_empty(hir: &Hir) -> bool {
+        match hir.properties().minimum_len() {
+            Some(len) => len == 0,
+            // No length: some part matches nothing, maybe not all.
+            None => empty_matches(hir),
+        }
     }
 
     /// Parses `pattern` (whole-output match, the regex-syntax dialect) and
@@ -196,28 +226,21 @@ impl LazyDfa {
     /// states as they are reached, at most `max_dfa_states` of them and
     /// `dfa_size_limit` heap bytes.
     pub fn from_hir(hir: &Hir, limits: &DfaLimits) -> Result<LazyDfa, GrammarError> {
-        if !LazyDfa::takes(hir) {
-            return Err(GrammarError::Unsupported {
-                location: Location::None,
-                what: "look-around in a lazily built DFA".into(),
-            });
-        }
-        let nfa = compile_nfa(hir, limits.nfa_size_limit)?;
+        LazyDfa::check_tree(hir)?;
+        let nfa = Nfa::new(hir, limits.nfa_size_limit)?;
         let live = co_reachable(&nfa);
-        let byte_classes = nfa.byte_classes();
-        let mut classes = [0u8; 256];
+        let classes = nfa.byte_classes();
         let mut reps = Vec::new();
         let mut class_size = Vec::new();
         for b in 0..=255u8 {
-            let c = byte_classes.get(b);
-            classes[b as usize] = c;
+            let c = classes[b as usize];
             if c as usize == reps.len() {
                 reps.push(b);
                 class_size.push(0);
             }
             class_size[c as usize] += 1;
         }
-        let n = nfa.states().len();
+        let n = nfa.len();
         let dfa = LazyDfa {
             nfa,
             live,
@@ -252,23 +275,24 @@ impl LazyDfa {
         });
         {
             let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
-            let start = dfa.nfa.start_anchored().as_u32();
+            let start = dfa.nfa.start();
             dfa.closure(&mut b, &[start], None);
             if b.out.is_empty() {
-                return Err(GrammarError::InvalidSpec(
-                    "the regex matches no string at all".into(),
-                ));
+                return Err(no_match());
             }
             let id = dfa.intern_out(&mut b, 0);
-            debug_assert_eq!(id, 1);
+            debug_assert_eq!(id, LazyDfa::START);
         }
         Ok(dfa)
     }
 
-    /// The state at the start of the output.
+    /// The start state of every lazy DFA.
+    pub const START: u32 = 1;
+
+    /// The state at the start of the output ([`LazyDfa::START`]).
     #[inline]
     pub fn start(&self) -> u32 {
-        1
+        LazyDfa::START
     }
 
     #[inline(always)]
@@ -339,7 +363,7 @@ impl LazyDfa {
 
     /// The NFA's states (what compiling cost).
     pub fn nfa_states(&self) -> usize {
-        self.nfa.states().len()
+        self.nfa.len()
     }
 
     /// Whether a limit stopped the making of a state: some transition that
@@ -384,12 +408,7 @@ impl LazyDfa {
         set.clear();
         set.extend_from_slice(&b.sets[state as usize]);
         let pending = b.pending[state as usize];
-        let accepting = set.iter().any(|&q| {
-            matches!(
-                self.nfa.state(StateID::new_unchecked(q as usize)),
-                State::Match { .. }
-            )
-        });
+        let accepting = set.iter().any(|&q| self.nfa.is_match(q));
         // The seeds of every class in one pass over the set: each NFA
         // state's byte ranges cover whole classes (the classes are cut at
         // every range's ends), so a range is the classes from its first
@@ -403,7 +422,7 @@ impl LazyDfa {
         for s in &mut seeds[..n] {
             s.clear();
         }
-        let add = |seeds: &mut [Vec<u32>], start: u8, end: u8, to: StateID| {
+        let add = |seeds: &mut [Vec<u32>], start: u8, end: u8, to: u32| {
             let (first, last) = (self.classes[start as usize], self.classes[end as usize]);
             debug_assert!(
                 self.reps[first as usize] == start
@@ -414,26 +433,14 @@ impl LazyDfa {
                 "a byte range that splits a class"
             );
             for s in &mut seeds[first as usize..=last as usize] {
-                s.push(to.as_u32());
+                s.push(to);
             }
         };
         for &q in set.iter() {
-            match self.nfa.state(StateID::new_unchecked(q as usize)) {
-                State::ByteRange { trans } => add(&mut seeds, trans.start, trans.end, trans.next),
-                State::Sparse(s) => {
-                    for t in s.transitions.iter() {
-                        add(&mut seeds, t.start, t.end, t.next);
-                    }
+            if let State::Bytes(ranges) = self.nfa.state(q) {
+                for t in ranges {
+                    add(&mut seeds, t.start, t.end, t.next);
                 }
-                State::Dense(d) => {
-                    for (c, &byte) in self.reps.iter().enumerate() {
-                        let to = d.transitions[byte as usize];
-                        if to != StateID::ZERO {
-                            seeds[c].push(to.as_u32());
-                        }
-                    }
-                }
-                _ => {}
             }
         }
         let mut trans = Vec::with_capacity(n);
@@ -505,12 +512,7 @@ impl LazyDfa {
             }
             return DEAD;
         }
-        let accepting = b.out.iter().any(|&q| {
-            matches!(
-                self.nfa.state(StateID::new_unchecked(q as usize)),
-                State::Match { .. }
-            )
-        });
+        let accepting = b.out.iter().any(|&q| self.nfa.is_match(q));
         b.bytes += bytes;
         let id = b.sets.push(hash, &b.out);
         let _ = self.accepting.get_or_init(id, || accepting);
@@ -538,20 +540,9 @@ impl LazyDfa {
                 continue;
             }
             b.mark[q as usize] = g;
-            match self.nfa.state(StateID::new_unchecked(q as usize)) {
-                State::ByteRange { .. }
-                | State::Sparse(_)
-                | State::Dense(_)
-                | State::Match { .. } => b.out.push(canon.map_or(q, |c| c[q as usize])),
-                State::Union { alternates } => {
-                    stack.extend(alternates.iter().rev().map(|s| s.as_u32()))
-                }
-                State::BinaryUnion { alt1, alt2 } => {
-                    stack.push(alt2.as_u32());
-                    stack.push(alt1.as_u32());
-                }
-                State::Capture { next, .. } | State::Look { next, .. } => stack.push(next.as_u32()),
-                State::Fail => {}
+            match self.nfa.state(q) {
+                State::Bytes(_) | State::Match => b.out.push(canon.map_or(q, |c| c[q as usize])),
+                State::Union(alternates) => stack.extend(alternates.iter().rev()),
             }
         }
         b.stack = stack;
@@ -581,69 +572,57 @@ impl Automaton for LazyDfa {
     }
 }
 
-thread_local! {
-    /// One NFA compiler a thread, with the limit it was configured for:
-    /// a compiler keeps its UTF-8 suffix cache (10,000 entries) from one
-    /// build to the next instead of allocating it afresh.
-    static COMPILER: std::cell::RefCell<Option<(usize, thompson::Compiler)>> =
-        const { std::cell::RefCell::new(None) };
+/// Whether the empty text matches `hir` (read from the tree).
+fn empty_matches(hir: &Hir) -> bool {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => true,
+        HirKind::Literal(_) | HirKind::Class(_) => false,
+        HirKind::Capture(c) => empty_matches(&c.sub),
+        HirKind::Repetition(r) => r.min == 0 || empty_matches(&r.sub),
+        HirKind::Concat(subs) => subs.iter().all(empty_matches),
+        HirKind::Alternation(subs) => subs.iter().any(empty_matches),
+    }
 }
 
-/// The Thompson NFA of `hir` (no captures), within `nfa_size_limit` heap
-/// bytes (for the eager [`crate::ByteDfa`] too).
-pub(crate) fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, GrammarError> {
-    COMPILER.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot
-            .as_ref()
-            .is_none_or(|(limit, _)| *limit != nfa_size_limit)
-        {
-            let mut compiler = thompson::Compiler::new();
-            compiler.configure(
-                thompson::Config::new()
-                    .nfa_size_limit(Some(nfa_size_limit))
-                    .which_captures(thompson::WhichCaptures::None),
-            );
-            *slot = Some((nfa_size_limit, compiler));
-        }
-        let (_, compiler) = slot.as_ref().expect("set above");
-        compiler
-            .build_from_hir(hir)
-            .map_err(|e| match e.size_limit() {
-                Some(limit) => GrammarError::LimitExceeded {
-                    what: "the regex's NFA (heap bytes)".into(),
-                    limit,
-                    knob: "nfa_size_limit".into(),
-                },
-                None => GrammarError::InvalidRegex {
-                    location: Location::None,
-                    message: e.to_string(),
-                },
-            })
-    })
+/// Whether no text at all matches `hir`.
+fn matches_nothing(hir: &Hir) -> bool {
+    use regex_syntax::hir::{Class, HirKind};
+    match hir.kind() {
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Look(_) => false,
+        HirKind::Class(Class::Unicode(c)) => c.ranges().is_empty(),
+        HirKind::Class(Class::Bytes(c)) => c.ranges().is_empty(),
+        HirKind::Capture(c) => matches_nothing(&c.sub),
+        HirKind::Repetition(r) => r.min > 0 && matches_nothing(&r.sub),
+        HirKind::Concat(subs) => subs.iter().any(matches_nothing),
+        HirKind::Alternation(subs) => subs.iter().all(matches_nothing),
+    }
+}
+
+fn no_match() -> GrammarError {
+    GrammarError::InvalidSpec("the regex matches no string at all".into())
 }
 
 /// Which NFA states can reach a match state.
-fn co_reachable(nfa: &thompson::NFA) -> Vec<bool> {
+fn co_reachable(nfa: &Nfa) -> Vec<bool> {
     // Without a state that fails (an empty class, a branch of nothing),
     // every path of a Thompson NFA goes on to its match: each fragment's
     // exit is wired into the next one and every loop has an exit. Only
     // then is every state live, and the search below is skipped (most
     // lexemes: a tenth of a median compile). Debug builds check the claim
     // on every NFA the tests make.
-    let fails = |state: &State| match state {
-        State::Fail => true,
-        State::Sparse(s) => s.transitions.is_empty(),
-        State::Union { alternates } => alternates.is_empty(),
-        _ => false,
+    let fails = |state: State<'_>| match state {
+        State::Bytes(ranges) => ranges.is_empty(),
+        State::Union(alternates) => alternates.is_empty(),
+        State::Match => false,
     };
-    if !nfa.states().iter().any(fails) {
-        let live = vec![true; nfa.states().len()];
+    if !nfa.states().any(fails) {
+        let live = vec![true; nfa.len()];
         debug_assert!(
             searched_co_reachable(nfa)
                 .iter()
-                .zip(nfa.states())
-                .all(|(&l, s)| l || matches!(s, State::Match { .. })),
+                .enumerate()
+                .all(|(q, &l)| l || nfa.is_match(q as u32)),
             "a state of an NFA without a failing state that cannot reach its match"
         );
         return live;
@@ -652,45 +631,31 @@ fn co_reachable(nfa: &thompson::NFA) -> Vec<bool> {
 }
 
 /// [`co_reachable`] by a search backwards from the match states.
-fn searched_co_reachable(nfa: &thompson::NFA) -> Vec<bool> {
-    let n = nfa.states().len();
-    let each_edge = |mut edge: Box<dyn FnMut(usize, StateID) + '_>| {
-        for (q, state) in nfa.states().iter().enumerate() {
+fn searched_co_reachable(nfa: &Nfa) -> Vec<bool> {
+    let n = nfa.len();
+    let each_edge = |mut edge: Box<dyn FnMut(usize, u32) + '_>| {
+        for (q, state) in nfa.states().enumerate() {
             match state {
-                State::ByteRange { trans } => edge(q, trans.next),
-                State::Sparse(s) => s.transitions.iter().for_each(|t| edge(q, t.next)),
-                State::Dense(d) => d
-                    .transitions
-                    .iter()
-                    .filter(|&&t| t != StateID::ZERO)
-                    .for_each(|&t| edge(q, t)),
-                State::Look { next, .. } | State::Capture { next, .. } => edge(q, *next),
-                State::Union { alternates } => alternates.iter().for_each(|&t| edge(q, t)),
-                State::BinaryUnion { alt1, alt2 } => {
-                    edge(q, *alt1);
-                    edge(q, *alt2);
-                }
-                State::Fail | State::Match { .. } => {}
+                State::Bytes(ranges) => ranges.iter().for_each(|t| edge(q, t.next)),
+                State::Union(alternates) => alternates.iter().for_each(|&t| edge(q, t)),
+                State::Match => {}
             }
         }
     };
     // Edges into each state, as one array (counted, then filled).
     let mut start = vec![0u32; n + 1];
-    each_edge(Box::new(|_, to| start[to.as_usize() + 1] += 1));
+    each_edge(Box::new(|_, to| start[to as usize + 1] += 1));
     for i in 0..n {
         start[i + 1] += start[i];
     }
     let mut fill = start.clone();
     let mut from = vec![0u32; start[n] as usize];
     each_edge(Box::new(|q, to| {
-        from[fill[to.as_usize()] as usize] = q as u32;
-        fill[to.as_usize()] += 1;
+        from[fill[to as usize] as usize] = q as u32;
+        fill[to as usize] += 1;
     }));
     let mut live = vec![false; n];
-    let mut stack: Vec<u32> = (0..n)
-        .filter(|&q| matches!(nfa.states()[q], State::Match { .. }))
-        .map(|q| q as u32)
-        .collect();
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&q| nfa.is_match(q)).collect();
     for &q in &stack {
         live[q as usize] = true;
     }
@@ -857,6 +822,38 @@ pub(crate) mod tests {
                     assert_eq!(lazy.is_accepting(l), eager.is_accepting(e), "{regex}");
                 }
             }
+        }
+    }
+
+    /// What the tree says without a DFA (a deferred lexeme's start, a
+    /// regex of no text) is what the DFA says.
+    #[test]
+    fn the_tree_tells_the_empty_text_and_no_text() {
+        for regex in [
+            "",
+            "a",
+            "a*",
+            "a|",
+            "(?:a|b*)c?",
+            "a+|b[^\\x00-\\x{10FFFF}]",
+            "a*|[^\\x00-\\x{10FFFF}]",
+            "(?:[^\\x00-\\x{10FFFF}])*",
+        ] {
+            let hir = crate::dfa::parse(regex).unwrap();
+            assert!(LazyDfa::check_tree(&hir).is_ok(), "{regex}");
+            let dfa = LazyDfa::from_hir(&hir, &limits()).unwrap();
+            assert_eq!(
+                LazyDfa::matches_empty(&hir),
+                dfa.is_accepting(dfa.start()),
+                "{regex}"
+            );
+        }
+        for regex in [
+            "[^\\x00-\\x{10FFFF}]",
+            "a[^\\x00-\\x{10FFFF}]|[^\\x00-\\x{10FFFF}]+",
+        ] {
+            let hir = crate::dfa::parse(regex).unwrap();
+            assert!(LazyDfa::check_tree(&hir).is_err(), "{regex}");
         }
     }
 

@@ -61,6 +61,7 @@ pub mod grow;
 pub mod json_schema;
 pub mod lazy;
 mod minimize;
+mod nfa;
 pub mod pieces;
 pub mod product;
 mod recognizer;

@@ -1,0 +1,517 @@
+//! The byte NFA a [`crate::lazy::LazyDfa`] runs on, made from a syntax
+//! tree in one backward pass.
+//!
+//! A lazily built lexeme costs its NFA at compile (or at its first walk),
+//! so the NFA's construction is on the compile's path for every lexeme of
+//! a grammar: regex-automata's Thompson compiler, which builds an
+//! intermediate graph, then remaps it into its NFA (capture slots, look
+//! sets, an unanchored prefix nobody here runs), spent about a thousand
+//! instructions a state. This one writes each state once, into flat
+//! arrays: a sub-expression is compiled *after* its continuation, so each
+//! state knows where it leads when it is made and nothing is patched but a
+//! loop's entry.
+//!
+//! States are of three kinds: byte ranges (each to its own next state),
+//! unions (empty moves) and the one match state; an empty class is a
+//! range state with no ranges (it fails). A Unicode class becomes the
+//! UTF-8 byte sequences of its characters as a trie from the first byte,
+//! whose identical subtrees are made once (the continuation bytes of a
+//! wide class: `[80-BF]` to the same state).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind};
+use regex_syntax::utf8::{Utf8Range, Utf8Sequences};
+use tokensieve_core::{GrammarError, Location};
+
+/// One byte range of a state and the state it leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Transition {
+    pub start: u8,
+    pub end: u8,
+    pub next: u32,
+}
+
+/// A state, as [`Nfa::state`] shows it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum State<'a> {
+    /// Reads one byte: the ranges it takes (none: the state fails), in
+    /// the order they were written (a byte may be in two of them).
+    Bytes(&'a [Transition]),
+    /// Moves to each of these without reading.
+    Union(&'a [u32]),
+    /// The whole text matched.
+    Match,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Bytes,
+    Union,
+    Match,
+}
+
+/// A state's kind and where its ranges or alternatives are in their pool.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    kind: Kind,
+    at: u32,
+    len: u32,
+}
+
+/// A byte NFA matching the whole text from [`Nfa::start`].
+#[derive(Debug)]
+pub(crate) struct Nfa {
+    slots: Vec<Slot>,
+    ranges: Vec<Transition>,
+    alternates: Vec<u32>,
+    start: u32,
+}
+
+/// Heap bytes of one state's slot (the pools are counted by their items).
+const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
+
+impl Nfa {
+    /// The NFA of `hir` (whole-text match; no look-around), within
+    /// `size_limit` heap bytes.
+    pub(crate) fn new(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
+        let mut c = Compiler {
+            nfa: Nfa {
+                slots: Vec::new(),
+                ranges: Vec::new(),
+                alternates: Vec::new(),
+                start: 0,
+            },
+            size_limit,
+            tries: HashMap::new(),
+        };
+        let matched = c.push(Kind::Match, 0, 0)?;
+        c.nfa.start = c.compile(hir, matched)?;
+        let mut nfa = c.nfa;
+        nfa.slots.shrink_to_fit();
+        nfa.ranges.shrink_to_fit();
+        nfa.alternates.shrink_to_fit();
+        Ok(nfa)
+    }
+
+    pub(crate) fn start(&self) -> u32 {
+        self.start
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    pub(crate) fn state(&self, q: u32) -> State<'_> {
+        let s = self.slots[q as usize];
+        let (at, end) = (s.at as usize, (s.at + s.len) as usize);
+        match s.kind {
+            Kind::Bytes => State::Bytes(&self.ranges[at..end]),
+            Kind::Union => State::Union(&self.alternates[at..end]),
+            Kind::Match => State::Match,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_match(&self, q: u32) -> bool {
+        matches!(self.slots[q as usize].kind, Kind::Match)
+    }
+
+    /// Every state, in order.
+    pub(crate) fn states(&self) -> impl Iterator<Item = State<'_>> {
+        (0..self.slots.len() as u32).map(|q| self.state(q))
+    }
+
+    /// The byte classes: bytes no range tells apart share a class (cut at
+    /// every range's two ends), numbered from 0 in byte order.
+    pub(crate) fn byte_classes(&self) -> [u8; 256] {
+        let mut cut = [false; 257];
+        for t in &self.ranges {
+            cut[t.start as usize] = true;
+            cut[t.end as usize + 1] = true;
+        }
+        let mut classes = [0u8; 256];
+        let mut class = 0u8;
+        for b in 1..256 {
+            if cut[b] {
+                class += 1;
+            }
+            classes[b] = class;
+        }
+        classes
+    }
+
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.slots.capacity() * SLOT_BYTES
+            + self.ranges.capacity() * std::mem::size_of::<Transition>()
+            + self.alternates.capacity() * 4
+    }
+}
+
+struct Compiler {
+    nfa: Nfa,
+    size_limit: usize,
+    /// The UTF-8 trie nodes made so far, by their ranges: a subtree met
+    /// again is the same state.
+    tries: HashMap<Vec<Transition>, u32>,
+}
+
+impl Compiler {
+    fn push(&mut self, kind: Kind, at: u32, len: u32) -> Result<u32, GrammarError> {
+        let bytes = (self.nfa.slots.len() + 1) * SLOT_BYTES
+            + self.nfa.ranges.len() * std::mem::size_of::<Transition>()
+            + self.nfa.alternates.len() * 4;
+        if bytes > self.size_limit {
+            return Err(GrammarError::LimitExceeded {
+                what: "the regex's NFA (heap bytes)".into(),
+                limit: self.size_limit,
+                knob: "nfa_size_limit".into(),
+            });
+        }
+        self.nfa.slots.push(Slot { kind, at, len });
+        Ok(self.nfa.slots.len() as u32 - 1)
+    }
+
+    fn bytes(&mut self, ranges: impl IntoIterator<Item = Transition>) -> Result<u32, GrammarError> {
+        let at = self.nfa.ranges.len();
+        self.nfa.ranges.extend(ranges);
+        let len = self.nfa.ranges.len() - at;
+        self.push(Kind::Bytes, at as u32, len as u32)
+    }
+
+    /// A union of `alternates` (one alone is itself, no state).
+    fn union(&mut self, alternates: &[u32]) -> Result<u32, GrammarError> {
+        if let [one] = alternates {
+            return Ok(*one);
+        }
+        let at = self.nfa.alternates.len();
+        self.nfa.alternates.extend_from_slice(alternates);
+        self.push(Kind::Union, at as u32, alternates.len() as u32)
+    }
+
+    /// The entry of `hir` followed by the state `next`.
+    fn compile(&mut self, hir: &Hir, next: u32) -> Result<u32, GrammarError> {
+        match hir.kind() {
+            HirKind::Empty => Ok(next),
+            HirKind::Literal(lit) => {
+                let mut at = next;
+                for &b in lit.0.iter().rev() {
+                    at = self.bytes([Transition {
+                        start: b,
+                        end: b,
+                        next: at,
+                    }])?;
+                }
+                Ok(at)
+            }
+            HirKind::Class(Class::Bytes(class)) => {
+                self.bytes(class.ranges().iter().map(|r| Transition {
+                    start: r.start(),
+                    end: r.end(),
+                    next,
+                }))
+            }
+            HirKind::Class(Class::Unicode(class)) => {
+                let ranges = class.ranges();
+                if ranges.last().is_none_or(|r| r.end().is_ascii()) {
+                    // One byte a character: one state.
+                    return self.bytes(ranges.iter().map(|r| Transition {
+                        start: r.start() as u8,
+                        end: r.end() as u8,
+                        next,
+                    }));
+                }
+                let template = template(ranges);
+                self.instantiate(&template, next)
+            }
+            HirKind::Look(_) => Err(GrammarError::Unsupported {
+                location: Location::None,
+                what: "look-around in a lazily built DFA".into(),
+            }),
+            HirKind::Capture(c) => self.compile(&c.sub, next),
+            HirKind::Concat(subs) => {
+                let mut at = next;
+                for sub in subs.iter().rev() {
+                    at = self.compile(sub, at)?;
+                }
+                Ok(at)
+            }
+            HirKind::Alternation(subs) => {
+                let mut entries = Vec::with_capacity(subs.len());
+                for sub in subs {
+                    entries.push(self.compile(sub, next)?);
+                }
+                self.union(&entries)
+            }
+            // Every copy makes a state, so the size limit ends a loop of
+            // many: `Hir::repetition` caps the count of what matches only
+            // the empty text at one.
+            HirKind::Repetition(r) => {
+                let mut at = match r.max {
+                    // `x{min,}`: a loop through one copy, entered through
+                    // the last of the required ones (or skipped).
+                    None => {
+                        let looped = self.push(Kind::Union, 0, 0)?;
+                        let body = self.compile(&r.sub, looped)?;
+                        let pool = self.nfa.alternates.len() as u32;
+                        self.nfa.alternates.extend_from_slice(&[body, next]);
+                        self.nfa.slots[looped as usize].at = pool;
+                        self.nfa.slots[looped as usize].len = 2;
+                        if r.min == 0 {
+                            return Ok(looped);
+                        }
+                        let mut at = body;
+                        for _ in 1..r.min {
+                            at = self.compile(&r.sub, at)?;
+                        }
+                        return Ok(at);
+                    }
+                    // Optional copies, each of which may end the
+                    // repetition, nested from the last.
+                    Some(max) => {
+                        let mut at = next;
+                        for _ in r.min..max {
+                            let body = self.compile(&r.sub, at)?;
+                            at = self.union(&[body, next])?;
+                        }
+                        at
+                    }
+                };
+                for _ in 0..r.min {
+                    at = self.compile(&r.sub, at)?;
+                }
+                Ok(at)
+            }
+        }
+    }
+
+    /// A copy of `template`'s states leading to `next`; its entry.
+    fn instantiate(&mut self, template: &Template, next: u32) -> Result<u32, GrammarError> {
+        let base = self.nfa.slots.len() as u32;
+        let mut at = 0;
+        for &end in &template.ends {
+            let ranges = template.ranges[at..end as usize]
+                .iter()
+                .map(|t| Transition {
+                    next: if t.next == TO_NEXT {
+                        next
+                    } else {
+                        base + t.next
+                    },
+                    ..*t
+                });
+            at = end as usize;
+            self.bytes(ranges)?;
+        }
+        Ok(base + template.entry)
+    }
+
+    /// The trie of UTF-8 `sequences` (in code point order, so those with
+    /// one first range are together) leading to `next`.
+    fn utf8_trie(&mut self, sequences: &[&[Utf8Range]], next: u32) -> Result<u32, GrammarError> {
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < sequences.len() {
+            let first = sequences[i][0];
+            let mut j = i + 1;
+            while j < sequences.len() && sequences[j][0] == first {
+                j += 1;
+            }
+            let to = if sequences[i].len() == 1 {
+                next
+            } else {
+                let rest: Vec<&[Utf8Range]> = sequences[i..j].iter().map(|s| &s[1..]).collect();
+                self.utf8_trie(&rest, next)?
+            };
+            ranges.push(Transition {
+                start: first.start,
+                end: first.end,
+                next: to,
+            });
+            i = j;
+        }
+        if let Some(&known) = self.tries.get(&ranges) {
+            return Ok(known);
+        }
+        let q = self.bytes(ranges.iter().copied())?;
+        self.tries.insert(ranges, q);
+        Ok(q)
+    }
+}
+
+/// The `next` of a [`Template`]'s transition that leaves the class.
+const TO_NEXT: u32 = u32::MAX;
+
+/// The UTF-8 trie of a Unicode class, made once a thread and copied into
+/// each NFA that holds the class (a JSON schema's lexemes hold the string
+/// character class in every string): its states in order, state `i` the
+/// ranges up to `ends[i]`, each leading to another state of the template
+/// or, at [`TO_NEXT`], out of the class.
+struct Template {
+    ranges: Vec<Transition>,
+    ends: Vec<u32>,
+    entry: u32,
+}
+
+/// Classes kept a thread (the distinct non-ASCII classes of a grammar are
+/// few; past this many, the oldest make way).
+const TEMPLATES: usize = 32;
+
+thread_local! {
+    static KEPT: std::cell::RefCell<Vec<(Vec<ClassUnicodeRange>, Rc<Template>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The template of the class of `ranges` (not empty), made now if this
+/// thread has not kept it.
+fn template(ranges: &[ClassUnicodeRange]) -> Rc<Template> {
+    KEPT.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if let Some((_, t)) = kept.iter().find(|(r, _)| r.as_slice() == ranges) {
+            return t.clone();
+        }
+        let sequences: Vec<Vec<Utf8Range>> = ranges
+            .iter()
+            .flat_map(|r| Utf8Sequences::new(r.start(), r.end()))
+            .map(|s| s.as_slice().to_vec())
+            .collect();
+        let slices: Vec<&[Utf8Range]> = sequences.iter().map(Vec::as_slice).collect();
+        let mut c = Compiler {
+            nfa: Nfa {
+                slots: Vec::new(),
+                ranges: Vec::new(),
+                alternates: Vec::new(),
+                start: 0,
+            },
+            size_limit: usize::MAX,
+            tries: HashMap::new(),
+        };
+        let entry = c
+            .utf8_trie(&slices, TO_NEXT)
+            .expect("no limit on a class's trie");
+        let t = Rc::new(Template {
+            ends: c.nfa.slots.iter().map(|s| s.at + s.len).collect(),
+            ranges: c.nfa.ranges,
+            entry,
+        });
+        if kept.len() == TEMPLATES {
+            kept.remove(0);
+        }
+        kept.push((ranges.to_vec(), t.clone()));
+        t
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nfa(regex: &str) -> Nfa {
+        Nfa::new(&crate::dfa::parse(regex).unwrap(), 10 << 20).unwrap()
+    }
+
+    /// Whether the NFA matches `text` whole (a set simulation).
+    fn matches(nfa: &Nfa, text: &[u8]) -> bool {
+        fn close(nfa: &Nfa, set: &mut Vec<u32>) {
+            let mut stack = set.clone();
+            while let Some(q) = stack.pop() {
+                if let State::Union(alts) = nfa.state(q) {
+                    for &a in alts {
+                        if !set.contains(&a) {
+                            set.push(a);
+                            stack.push(a);
+                        }
+                    }
+                }
+            }
+        }
+        let mut set = vec![nfa.start()];
+        close(nfa, &mut set);
+        for &b in text {
+            let mut next = Vec::new();
+            for &q in &set {
+                if let State::Bytes(ranges) = nfa.state(q) {
+                    for t in ranges {
+                        if (t.start..=t.end).contains(&b) && !next.contains(&t.next) {
+                            next.push(t.next);
+                        }
+                    }
+                }
+            }
+            close(nfa, &mut next);
+            set = next;
+        }
+        set.iter().any(|&q| nfa.is_match(q))
+    }
+
+    #[test]
+    fn the_nfa_matches_what_the_regex_matches() {
+        let regexes = [
+            r"abc",
+            r"a|bc|",
+            r"(?:ab)*c",
+            r"a{2,4}",
+            r"(?:a|b){0,3}c",
+            r"(?:x?){3,}y",
+            r"[^a]é",
+            r"\p{Greek}+",
+            r"[\x{800}-\x{83F}\x{880}-\x{8BF}]",
+            r"(?-u:[a-c\x00])x",
+            r"😀|中",
+            r"a+|b[^\x00-\x{10FFFF}]",
+            r"é{2,3}|中+x|😀?",
+        ];
+        let texts: [&[u8]; 16] = [
+            b"",
+            b"abc",
+            b"a",
+            b"bc",
+            b"ababc",
+            b"c",
+            b"aa",
+            b"aaaaa",
+            b"abac",
+            b"xxxxy",
+            b"y",
+            "bé".as_bytes(),
+            "αβγ".as_bytes(),
+            "\u{800}".as_bytes(),
+            "\u{840}".as_bytes(),
+            "😀".as_bytes(),
+        ];
+        for regex in regexes {
+            let reference = crate::ByteDfa::build(regex, &crate::dfa::tests::limits()).unwrap();
+            let nfa = nfa(regex);
+            for text in texts {
+                let expected = crate::lazy::tests::walk(&reference, text)
+                    .is_some_and(|s| reference.is_accepting(s));
+                assert_eq!(
+                    matches(&nfa, text),
+                    expected,
+                    "{regex} on {:?}",
+                    String::from_utf8_lossy(text)
+                );
+            }
+            // Every range is a run of whole byte classes.
+            let classes = nfa.byte_classes();
+            for t in &nfa.ranges {
+                let (start, end) = (t.start as usize, t.end as usize);
+                assert!(
+                    start == 0 || classes[start] != classes[start - 1],
+                    "{regex}"
+                );
+                assert!(end == 255 || classes[end] != classes[end + 1], "{regex}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_wide_class_shares_its_continuation_bytes() {
+        let letters = nfa(r"\p{L}");
+        assert!(letters.len() < 1_000, "{} states", letters.len());
+        let error = Nfa::new(&crate::dfa::parse(r"\p{L}{500}").unwrap(), 1 << 20).unwrap_err();
+        assert!(error.to_string().contains("nfa_size_limit"), "{error}");
+    }
+}
