@@ -433,7 +433,7 @@ impl std::fmt::Debug for EarleyGrammar {
                     .cfg
                     .lexemes
                     .iter()
-                    .map(|l| l.dfa.num_states())
+                    .map(|l| l.made().map_or(0, |d| d.num_states()))
                     .sum::<usize>(),
             )
             .field("rules", &self.inner.cfg.alts.len())
@@ -501,5 +501,90 @@ mod tests {
         // Nor does a cold backend keep anything (old lexemes alive).
         assert!(cold.summaries.lock().unwrap().is_empty());
         assert_eq!(warm.summaries.lock().unwrap().len(), 2);
+    }
+
+    /// How many of a grammar's lexemes have their automaton made.
+    fn made(g: &EarleyGrammar) -> usize {
+        g.inner
+            .cfg
+            .lexemes
+            .iter()
+            .filter(|l| l.made().is_some())
+            .count()
+    }
+
+    /// A lexeme's NFA is made when a mask or a step first enters the
+    /// lexeme: none at compile, and never those of alternatives the output
+    /// does not reach; the masks are those of lexemes made at compile.
+    #[test]
+    fn lexemes_are_made_when_first_entered() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let grammar = r#"root ::= "[" root "]" | "{" root "}" | "x" [0-9]* | "y" [a-z]*"#;
+        let c = Constraint::ebnf(grammar, "root");
+        let config = |defer_lexemes| EarleyConfig {
+            shared_lexemes: false,
+            defer_lexemes,
+            ..EarleyConfig::default()
+        };
+        let deferred = EarleyBackend::new(vocab.clone(), config(true))
+            .compile_earley(&c, &CancelToken::new())
+            .unwrap();
+        let eager = EarleyBackend::new(vocab.clone(), config(false))
+            .compile_earley(&c, &CancelToken::new())
+            .unwrap();
+        let lexemes = deferred.sizes().0;
+        assert!(lexemes >= 6, "{lexemes} lexemes");
+        assert_eq!(made(&deferred), 0);
+        assert_eq!(made(&eager), lexemes);
+
+        let words = vocab.mask_words();
+        let (mut m, mut reference) = (deferred.earley_matcher(), eager.earley_matcher());
+        for text in [&b"["[..], b"[", b"x1", b"2"] {
+            let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
+            m.fill_bitmask(&mut a);
+            reference.fill_bitmask(&mut b);
+            assert_eq!(a, b, "the masks before {:?}", String::from_utf8_lossy(text));
+            m.accept_bytes(text).unwrap();
+            reference.accept_bytes(text).unwrap();
+        }
+        // Entered: "[", "{", "x…", "y…" (predicted at every open bracket)
+        // and "]" (after the value). Never: "}".
+        let entered = made(&deferred);
+        assert!(entered < lexemes, "{entered} of {lexemes} made");
+        assert!(entered >= 4, "{entered} made");
+    }
+
+    /// A deferred NFA past `nfa_size_limit` is an error at the step that
+    /// enters its lexeme, naming the limit: the compile succeeds, the
+    /// matcher refuses from there on, and no mask holds a token of it
+    /// (the first mask enters it: it starts the output).
+    #[test]
+    fn a_deferred_nfa_past_its_limit_fails_the_step_naming_it() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        // A literal of 600 bytes: 600 NFA states, past 4 KiB.
+        let long = "y".repeat(600);
+        let c = Constraint::ebnf(format!(r#"root ::= "[" root "]" | "x{long}""#), "root");
+        let config = EarleyConfig {
+            shared_lexemes: false,
+            nfa_size_limit: 4 << 10,
+            ..EarleyConfig::default()
+        };
+        let g = EarleyBackend::new(vocab.clone(), config)
+            .compile_earley(&c, &CancelToken::new())
+            .unwrap();
+        let mut m = g.earley_matcher();
+        let mut row = vec![0u32; vocab.mask_words()];
+        m.fill_bitmask(&mut row);
+        let error = m.accept_bytes(b"[").unwrap_err().to_string();
+        assert!(error.contains("nfa_size_limit"), "{error}");
+        for id in 0..vocab.vocab_size() as u32 {
+            if row[id as usize / 32] >> (id % 32) & 1 == 1 {
+                let token = vocab.grammar_bytes(id).unwrap_or_default();
+                assert!(
+                    token.first() == Some(&b'['),
+                    "token {token:?} of the failed lexeme allowed"
+                );
+            }
+        }
     }
 }

@@ -65,8 +65,17 @@ pub struct EarleyConfig {
     /// `max_dfa_states` a lexeme; past it the step is an error). A regular
     /// rule is then one lexeme when its regex weighs (about its NFA states)
     /// at most 4 × `max_lexeme_states`. `false` builds every DFA whole and
-    /// minimized at compile, as JSON Schema pieces always are. Default true.
+    /// minimized at compile. Default true.
     pub lazy_lexemes: bool,
+    /// With `lazy_lexemes`, whether a lexeme's NFA too waits until a step
+    /// or a mask first enters the lexeme (kept as its syntax tree until
+    /// then, charged to `max_total_lexeme_states` by the tree's weight):
+    /// the compile of a big schema, hundreds of lexemes of which an output
+    /// enters a few, costs only what it reads; the first mask that enters
+    /// a lexeme pays its NFA (tens of µs for most). An NFA past
+    /// `nfa_size_limit` is then a step error naming it, not a compile
+    /// error. `false` makes every NFA at compile. Default true.
+    pub defer_lexemes: bool,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -89,6 +98,7 @@ impl Default for EarleyConfig {
             shared_summaries: 64,
             shared_lexemes: true,
             lazy_lexemes: true,
+            defer_lexemes: true,
             max_whitespace: 20,
         }
     }
@@ -114,6 +124,7 @@ impl EarleyConfig {
             shared_summaries: config.option("shared_summaries", d.shared_summaries)?,
             shared_lexemes: config.option("shared_lexemes", d.shared_lexemes)?,
             lazy_lexemes: config.option("lazy_lexemes", d.lazy_lexemes)?,
+            defer_lexemes: config.option("defer_lexemes", d.defer_lexemes)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;

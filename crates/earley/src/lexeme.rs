@@ -25,13 +25,15 @@
 //! benchmark).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use regex_syntax::hir::Hir;
 
 use tokensieve_core::GrammarError;
 use tokensieve_grammar::counted::LazyCounted;
 use tokensieve_grammar::dfa::DEAD;
 use tokensieve_grammar::grow::Grow;
-use tokensieve_grammar::lazy::LazyDfa;
+use tokensieve_grammar::lazy::{self, LazyDfa};
 use tokensieve_grammar::product::LazyProduct;
 use tokensieve_grammar::trie::Utf8At;
 use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep, TokenTrie};
@@ -50,7 +52,15 @@ pub(crate) enum LexDfa {
     /// A long counted repetition and what follows it (see
     /// [`LazyCounted`]), made by the piece split.
     Counted(Arc<LazyCounted>),
+    /// A deferred lazy DFA that could not be made (see [`Lexeme::dfa`]):
+    /// no byte goes in, and [`LexDfa::exhausted`] names why.
+    Failed(GrammarError),
 }
+
+/// Every byte in one class, for [`LexDfa::Failed`].
+static ONE_CLASS: [u8; 256] = [0; 256];
+/// The one transition of a [`LexDfa::Failed`] state.
+static DEAD_ROW: [u32; 1] = [DEAD];
 
 impl LexDfa {
     #[inline]
@@ -60,6 +70,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.start(),
             LexDfa::Product(d) => d.start(),
             LexDfa::Counted(d) => d.start(),
+            LexDfa::Failed(_) => LazyDfa::START,
         }
     }
 
@@ -70,6 +81,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.next(state, byte),
             LexDfa::Product(d) => d.next(state, byte),
             LexDfa::Counted(d) => d.next(state, byte),
+            LexDfa::Failed(_) => DEAD,
         }
     }
 
@@ -81,6 +93,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.row_of(state),
             LexDfa::Product(d) => d.row_of(state),
             LexDfa::Counted(d) => d.row_of(state),
+            LexDfa::Failed(_) => &DEAD_ROW,
         }
     }
 
@@ -91,6 +104,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.classes(),
             LexDfa::Product(d) => d.classes(),
             LexDfa::Counted(d) => d.classes(),
+            LexDfa::Failed(_) => &ONE_CLASS,
         }
     }
 
@@ -101,6 +115,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.is_accepting(state),
             LexDfa::Product(d) => d.is_accepting(state),
             LexDfa::Counted(d) => d.is_accepting(state),
+            LexDfa::Failed(_) => false,
         }
     }
 
@@ -111,6 +126,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.forced_byte(state),
             LexDfa::Product(d) => d.forced_byte(state),
             LexDfa::Counted(d) => d.forced_byte(state),
+            LexDfa::Failed(_) => None,
         }
     }
 
@@ -121,6 +137,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.at_char_boundary(state),
             LexDfa::Product(d) => d.at_char_boundary(state),
             LexDfa::Counted(d) => d.at_char_boundary(state),
+            LexDfa::Failed(_) => true,
         }
     }
 
@@ -131,6 +148,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.num_states(),
             LexDfa::Product(d) => d.num_states(),
             LexDfa::Counted(d) => d.num_states(),
+            LexDfa::Failed(_) => 0,
         }
     }
 
@@ -144,6 +162,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.nfa_states().div_ceil(4),
             LexDfa::Product(d) => d.nfa_states().div_ceil(4),
             LexDfa::Counted(d) => d.nfa_states().div_ceil(4),
+            LexDfa::Failed(_) => 0,
         }
     }
 
@@ -153,6 +172,7 @@ impl LexDfa {
             LexDfa::Lazy(d) => d.memory_bytes(),
             LexDfa::Product(d) => d.memory_bytes(),
             LexDfa::Counted(d) => d.memory_bytes(),
+            LexDfa::Failed(_) => 0,
         }
     }
 
@@ -162,6 +182,7 @@ impl LexDfa {
             LexDfa::Lazy(d) if d.exhausted() => Some(d.exhausted_error()),
             LexDfa::Product(d) if d.exhausted() => Some(d.exhausted_error()),
             LexDfa::Counted(d) if d.exhausted() => Some(d.exhausted_error()),
+            LexDfa::Failed(e) => Some(e.clone()),
             _ => None,
         }
     }
@@ -471,7 +492,16 @@ impl Skeletons {
 /// A lexeme's DFA over one vocabulary, with its states' indexes built on
 /// first use.
 pub(crate) struct Lexeme {
-    pub dfa: LexDfa,
+    /// The automaton, once made (see [`Making`]).
+    dfa: OnceLock<LexDfa>,
+    /// What a deferred automaton is made from, until it is.
+    recipe: Mutex<Option<Recipe>>,
+    /// What compiling this lexeme costs in DFA states (see
+    /// [`Lexeme::compiled_states`]).
+    charged: usize,
+    /// Whether the empty text is in the lexeme, for [`Lexeme::accepts`]
+    /// at the start of one not made yet.
+    nullable: bool,
     pub trie: Arc<TokenTrie>,
     words: usize,
     /// The string-body walks of the grammar this lexeme was made for.
@@ -484,16 +514,35 @@ pub(crate) struct Lexeme {
 impl std::fmt::Debug for Lexeme {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lexeme")
-            .field("states", &self.dfa.num_states())
+            .field("states", &self.made().map_or(0, LexDfa::num_states))
             .finish()
     }
 }
 
 impl Lexeme {
-    fn new(dfa: LexDfa, trie: Arc<TokenTrie>, words: usize, skeletons: Arc<Skeletons>) -> Lexeme {
+    fn new(
+        making: Making,
+        trie: Arc<TokenTrie>,
+        words: usize,
+        skeletons: Arc<Skeletons>,
+    ) -> Lexeme {
         let runs = TextRuns::new(trie.max_depth);
+        let (dfa, recipe, charged, nullable) = match making {
+            Making::Now(dfa) => {
+                let (charged, nullable) = (dfa.compiled_states(), dfa.is_accepting(dfa.start()));
+                (OnceLock::from(dfa), None, charged, nullable)
+            }
+            Making::Later(recipe) => {
+                let charged = recipe.weight.div_ceil(4) as usize;
+                let nullable = recipe.nullable;
+                (OnceLock::new(), Some(recipe), charged, nullable)
+            }
+        };
         Lexeme {
             dfa,
+            recipe: Mutex::new(recipe),
+            charged,
+            nullable,
             trie,
             words,
             skeletons,
@@ -503,13 +552,83 @@ impl Lexeme {
         }
     }
 
+    /// The automaton, made now if it was deferred and nothing has needed
+    /// it yet. A deferred build that fails (its NFA past
+    /// `nfa_size_limit`) leaves the lexeme empty and reports the failure
+    /// as a lazy DFA reports a limit ([`LexDfa::exhausted`]): the step
+    /// that needed it fails naming it, and no mask is ever wider.
+    #[inline]
+    pub(crate) fn dfa(&self) -> &LexDfa {
+        match self.dfa.get() {
+            Some(dfa) => dfa,
+            None => self.make_dfa(),
+        }
+    }
+
+    #[cold]
+    fn make_dfa(&self) -> &LexDfa {
+        self.dfa.get_or_init(|| {
+            let recipe = self
+                .recipe
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .expect("a lexeme not made yet has its recipe");
+            match LazyDfa::from_hir(&recipe.tree, &recipe.limits) {
+                Ok(dfa) => LexDfa::Lazy(dfa),
+                Err(e) => {
+                    lazy::note_exhaustion();
+                    LexDfa::Failed(e)
+                }
+            }
+        })
+    }
+
+    /// The automaton's start state, without making a deferred one (a
+    /// lazy DFA starts at [`LazyDfa::START`]): predicting a lexeme does
+    /// not make it, only walking into it does.
+    #[inline]
+    pub(crate) fn start(&self) -> u32 {
+        match self.dfa.get() {
+            Some(dfa) => dfa.start(),
+            None => LazyDfa::START,
+        }
+    }
+
+    /// Whether the lexeme may end in `state`; at the start of a lexeme
+    /// not made yet, without making it (every set predicts the first
+    /// lexemes of its rules and asks this of each).
+    #[inline]
+    pub(crate) fn accepts(&self, state: u32) -> bool {
+        match self.dfa.get() {
+            Some(dfa) => dfa.is_accepting(state),
+            None if state == LazyDfa::START => self.nullable,
+            None => self.make_dfa().is_accepting(state),
+        }
+    }
+
+    /// What compiling this lexeme was charged against
+    /// `max_total_lexeme_states`: its automaton's
+    /// [`LexDfa::compiled_states`], or for a deferred one a quarter of its
+    /// tree's weight (about its NFA states, as
+    /// `Lowering::fits_lazily_in` reads it).
+    pub(crate) fn compiled_states(&self) -> usize {
+        self.charged
+    }
+
+    /// The automaton if it is made (a deferred one is not made to be
+    /// looked at).
+    pub(crate) fn made(&self) -> Option<&LexDfa> {
+        self.dfa.get()
+    }
+
     /// The state whose index serves `state`: itself, but for a counted
     /// repetition far from its bounds, the state at its least count that
     /// every trie walk from `state` agrees with
     /// ([`LazyCounted::shifted`]).
     #[inline]
     pub(crate) fn index_state(&self, state: u32) -> u32 {
-        match &self.dfa {
+        match self.dfa() {
             LexDfa::Counted(d) => d.shifted(state, self.trie.max_depth as u32),
             _ => state,
         }
@@ -524,7 +643,7 @@ impl Lexeme {
     /// The bytes `state` can take, as a 256-bit set.
     pub(crate) fn first_bytes(&self, state: u32) -> &[u64; 4] {
         self.first.get_or_init(state, || {
-            let (row, classes) = (self.dfa.row(state), self.dfa.classes());
+            let (row, classes) = (self.dfa().row(state), self.dfa().classes());
             let mut set = [0u64; 4];
             for b in 0..=255u8 {
                 if row[classes[b as usize] as usize] != DEAD {
@@ -581,19 +700,19 @@ impl Lexeme {
             }
             let (bytes, kids) = trie.kids(node as usize);
             for (&b, &kid) in bytes.iter().zip(kids) {
-                let next = self.dfa.next(from, b);
+                let next = self.dfa().next(from, b);
                 if next == DEAD {
                     continue;
                 }
                 let k = kid as usize;
                 let leaf = trie.kid_start[k] == trie.kid_start[k + 1];
-                if !leaf && self.runs.takes_subtree(&self.dfa, next, &trie.below[k]) {
+                if !leaf && self.runs.takes_subtree(self.dfa(), next, &trie.below[k]) {
                     walk.add(trie.subtree_tokens(k));
                     continue;
                 }
                 walk.add(trie.node_tokens(k));
                 if !leaf {
-                    if self.dfa.is_accepting(next) {
+                    if self.dfa().is_accepting(next) {
                         walk.exits.push((kid, depth + 1));
                     }
                     pending.push((kid, next, depth + 1));
@@ -626,7 +745,7 @@ impl Lexeme {
         let trie = &*self.trie;
         // The transitions of the state at each depth of the current path.
         let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
-        stack[depth as usize] = self.dfa.row(state);
+        stack[depth as usize] = self.dfa().row(state);
         let end = trie.nodes[node as usize].next as usize;
         let mut kept = Runs::default();
         let mut refused = Runs::default();
@@ -661,7 +780,7 @@ impl Lexeme {
         walk: &mut Walk,
     ) {
         let trie = &*self.trie;
-        let classes = self.dfa.classes();
+        let classes = self.dfa().classes();
         // The step of the state last asked about: a string body asks about
         // the same state at nearly every node.
         let mut step_of = (DEAD, None::<TextStep>, None::<u32>);
@@ -695,13 +814,13 @@ impl Lexeme {
                 continue;
             }
             if step_of.0 != next {
-                step_of = (next, self.runs.step(&self.dfa, next).copied(), None);
+                step_of = (next, self.runs.step(self.dfa(), next).copied(), None);
             }
             let below = &trie.below[i];
             if step_of.1.is_some_and(|s| s.covers(below)) {
                 let run = *step_of
                     .2
-                    .get_or_insert_with(|| self.runs.run(&self.dfa, next));
+                    .get_or_insert_with(|| self.runs.run(self.dfa(), next));
                 if run >= u32::from(below.height) {
                     kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
                     i = n.next as usize;
@@ -713,19 +832,19 @@ impl Lexeme {
                     // states, whatever the bytes.
                     let mut at = next;
                     for _ in 0..run {
-                        at = self.runs.step(&self.dfa, at).expect("a run's steps").to;
+                        at = self.runs.step(self.dfa(), at).expect("a run's steps").to;
                     }
                     let top = n.depth + run;
-                    stack[top as usize] = self.dfa.row(at);
+                    stack[top as usize] = self.dfa().row(at);
                     zones.push((n.next as usize, top));
                     kept.push(trie.token_start[i], trie.token_start[i + 1]);
                     i += 1;
                     continue;
                 }
             }
-            stack[d] = self.dfa.row(next);
+            stack[d] = self.dfa().row(next);
             kept.push(trie.token_start[i], trie.token_start[i + 1]);
-            if self.dfa.is_accepting(next) && n.next as usize > i + 1 {
+            if self.dfa().is_accepting(next) && n.next as usize > i + 1 {
                 walk.exits.push((i as u32, n.depth));
             }
             i += 1;
@@ -741,9 +860,9 @@ impl Lexeme {
     /// minimized, whose first character may be narrower): below each
     /// first byte of that step the walk is the loop's.
     fn loop_skeleton(&self, state: u32) -> Option<(Arc<Skeleton>, u32)> {
-        let into = self.runs.step(&self.dfa, state)?.to;
-        let step = *self.runs.step(&self.dfa, into)?;
-        (step.to == into && self.runs.run(&self.dfa, into) as usize >= self.trie.max_depth)
+        let into = self.runs.step(self.dfa(), state)?.to;
+        let step = *self.runs.step(self.dfa(), into)?;
+        (step.to == into && self.runs.run(self.dfa(), into) as usize >= self.trie.max_depth)
             .then(|| (self.skeletons.get(&self.trie, &step), into))
     }
 
@@ -755,7 +874,7 @@ impl Lexeme {
     fn scan_escapes(&self, state: u32, into: u32, skeleton: &Skeleton, walk: &mut Walk) {
         let trie = &*self.trie;
         let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
-        let (first, row) = (self.dfa.row(state), self.dfa.row(into));
+        let (first, row) = (self.dfa().row(state), self.dfa().row(into));
         let mut kept = Runs::default();
         let mut refused = Runs::default();
         if state == into {
@@ -780,7 +899,7 @@ impl Lexeme {
         }
         let step = *self
             .runs
-            .step(&self.dfa, state)
+            .step(self.dfa(), state)
             .expect("a step into the loop");
         let (bytes, kids) = trie.kids(0);
         for (&b, &c) in bytes.iter().zip(kids) {
@@ -840,7 +959,7 @@ impl Lexeme {
 
     /// Heap bytes of the indexes built so far.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.dfa.memory_bytes()
+        self.made().map_or(0, LexDfa::memory_bytes)
             + self
                 .states
                 .iter()
@@ -876,24 +995,46 @@ pub(crate) fn lexeme(
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     shared(regex.to_string(), vocab, limits, share, || {
-        ByteDfa::build(regex, limits).map(LexDfa::Eager)
+        ByteDfa::build(regex, limits).map(|d| Making::Now(LexDfa::Eager(d)))
     })
 }
 
+/// How a lexeme gets its automaton.
+// Made once per lexeme and moved into it at once: boxing would only add
+// an allocation.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Making {
+    /// Made at compile.
+    Now(LexDfa),
+    /// A lazy DFA made from its syntax tree the first time a walk or a
+    /// step enters the lexeme ([`Lexeme::dfa`]): a big schema has hundreds
+    /// of lexemes, and an output enters a few of them.
+    Later(Recipe),
+}
+
+/// What a deferred lazy DFA is made from.
+pub(crate) struct Recipe {
+    pub tree: Arc<Hir>,
+    pub limits: DfaLimits,
+    /// The tree's [`Measure`](tokensieve_grammar::regular::Measure)
+    /// weight (about its NFA states).
+    pub weight: u64,
+    /// Whether the tree matches the empty text.
+    pub nullable: bool,
+}
+
 /// The lexeme of `regex` with a lazily built DFA, made by `build` (from
-/// its syntax tree) unless the process has it already; shared like
-/// [`lexeme`].
+/// its syntax tree, now or on first use) unless the process has it
+/// already; shared like [`lexeme`].
 pub(crate) fn lazy_lexeme(
     regex: &str,
     vocab: &LexVocab,
     limits: &DfaLimits,
     share: bool,
-    build: impl FnOnce() -> Result<LazyDfa, GrammarError>,
+    build: impl FnOnce() -> Result<Making, GrammarError>,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     // NUL never appears in a regex we build, so this key is no regex's.
-    shared(format!("\0~{regex}"), vocab, limits, share, || {
-        build().map(LexDfa::Lazy)
-    })
+    shared(format!("\0~{regex}"), vocab, limits, share, build)
 }
 
 /// The lexeme of a counted repetition (`key` names its regex), shared like
@@ -907,7 +1048,7 @@ pub(crate) fn counted_lexeme(
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     shared(key.to_string(), vocab, limits, share, || {
-        Ok(LexDfa::Counted(automaton))
+        Ok(Making::Now(LexDfa::Counted(automaton)))
     })
 }
 
@@ -924,7 +1065,7 @@ pub(crate) fn intersection_lexeme(
     let key = format!("\0&{}", regexes.join("\0"));
     shared(key, vocab, limits, share, || {
         let patterns: Vec<&str> = regexes.iter().map(String::as_str).collect();
-        LazyProduct::build(&patterns, limits).map(LexDfa::Product)
+        LazyProduct::build(&patterns, limits).map(|d| Making::Now(LexDfa::Product(d)))
     })
 }
 
@@ -936,11 +1077,11 @@ fn shared(
     vocab: &LexVocab,
     limits: &DfaLimits,
     share: bool,
-    build: impl FnOnce() -> Result<LexDfa, GrammarError>,
+    build: impl FnOnce() -> Result<Making, GrammarError>,
 ) -> Result<Arc<Lexeme>, GrammarError> {
-    let make = |dfa| {
+    let make = |making| {
         Arc::new(Lexeme::new(
-            dfa,
+            making,
             vocab.trie.clone(),
             vocab.words,
             vocab.skeletons.clone(),
@@ -956,7 +1097,7 @@ fn shared(
         // A lazy lexeme that ran into its limit narrowed its language:
         // every grammar holding it fails its steps; a new one starts afresh.
         match map.get(&key) {
-            Some(Ok(l)) if l.dfa.exhausted().is_some() => {}
+            Some(Ok(l)) if l.made().is_some_and(|d| d.exhausted().is_some()) => {}
             Some(l) => return l.clone(),
             None => {}
         }
@@ -1022,7 +1163,7 @@ mod tests {
         let mut i = 1;
         while i < trie.nodes.len() {
             let node = trie.nodes[i];
-            let next = l.dfa.next(stack[node.depth as usize - 1], node.byte);
+            let next = l.dfa().next(stack[node.depth as usize - 1], node.byte);
             if next == DEAD {
                 i = node.next as usize;
                 continue;
@@ -1030,7 +1171,7 @@ mod tests {
             stack[node.depth as usize] = next;
             let range = trie.token_start[i] as usize..trie.token_start[i + 1] as usize;
             inside.extend_from_slice(&trie.tokens[range]);
-            if l.dfa.is_accepting(next) && node.next as usize > i + 1 {
+            if l.dfa().is_accepting(next) && node.next as usize > i + 1 {
                 exits.push((i as u32, node.depth));
             }
             i += 1;
@@ -1071,12 +1212,12 @@ mod tests {
         for regex in regexes {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
             let l = Lexeme::new(
-                LexDfa::Eager(dfa),
+                Making::Now(LexDfa::Eager(dfa)),
                 trie.clone(),
                 vocab.mask_words(),
                 Arc::default(),
             );
-            for state in 1..l.dfa.num_states() as u32 {
+            for state in 1..l.dfa().num_states() as u32 {
                 let (inside, exits) = plain_walk(&l, state);
                 let index = l.build_state(state);
                 let mut row = vec![0u32; vocab.mask_words()];
@@ -1086,7 +1227,7 @@ mod tests {
                     .collect();
                 assert_eq!(got, inside, "{regex}, state {state}");
                 assert_eq!(index.exits, exits, "{regex}, state {state}");
-                taken_whole += usize::from(l.runs.run(&l.dfa, state) > 1);
+                taken_whole += usize::from(l.runs.run(l.dfa(), state) > 1);
                 into_loop += usize::from(l.loop_skeleton(state).is_some_and(|(_, into)| {
                     into != state
                         && l.first_bytes(state)

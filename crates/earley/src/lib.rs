@@ -22,6 +22,8 @@
 //!    (`Grammar::rule_regexes`) and whose DFA is small becomes one lexeme,
 //!    and runs of regular symbols in an alternative are merged (`"{" ws`,
 //!    `string ws ":" ws`). The rules left are those that really recurse.
+//!    A lexeme keeps its syntax tree until a mask or a step first enters
+//!    it; then its NFA is made ([`EarleyConfig::defer_lexemes`]).
 //! 2. **Parsing**: an Earley item before a lexeme carries that lexeme's DFA
 //!    state, so a byte inside a lexeme is a DFA step; prediction and
 //!    completion run only where a lexeme may end, and a lexeme may always

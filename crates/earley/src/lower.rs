@@ -23,7 +23,10 @@ use tokensieve_grammar::regular::{
 use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
-use crate::lexeme::{LexVocab, Lexeme, counted_lexeme, intersection_lexeme, lazy_lexeme, lexeme};
+use crate::lexeme::{
+    LexDfa, LexVocab, Lexeme, Making, Recipe, counted_lexeme, intersection_lexeme, lazy_lexeme,
+    lexeme,
+};
 use crate::parser::{Cfg, Sym};
 
 /// Regex [`weight`](tokensieve_grammar::pieces::weight) (about NFA
@@ -102,8 +105,8 @@ impl<'a> Lowering<'a> {
     pub(crate) fn regex(mut self, regex: &str) -> Result<Cfg, GrammarError> {
         let l = self.lexeme_id(regex, self.config.max_dfa_states)?;
         let nullable = self.lexemes[l as usize]
-            .dfa
-            .is_accepting(self.lexemes[l as usize].dfa.start());
+            .dfa()
+            .is_accepting(self.lexemes[l as usize].start());
         Ok(self.finish(vec![Sym::Lex(l)], nullable))
     }
 
@@ -305,9 +308,10 @@ impl<'a> Lowering<'a> {
             return Ok(());
         }
         let measures: Vec<Measure> = run.iter().map(|(_, tree)| Measure::of(tree)).collect();
-        if join && run.len() > 1 && self.fits_lazily_in(Measure::join(measures.clone()), max) {
+        let joined = Measure::join(measures.clone());
+        if join && run.len() > 1 && self.fits_lazily_in(joined, max) {
             let key: String = run.iter().map(|(r, _)| format!("(?:{r})")).collect();
-            let id = self.lazy_id(&key, || {
+            let id = self.lazy_id(&key, Some(joined.weight), || {
                 Ok(Arc::new(Hir::concat(
                     run.iter().map(|(_, tree)| (**tree).clone()).collect(),
                 )))
@@ -318,7 +322,7 @@ impl<'a> Lowering<'a> {
         }
         for ((regex, tree), m) in std::mem::take(run).into_iter().zip(measures) {
             if self.fits_lazily_in(m, max) {
-                let id = self.lazy_id(&regex, || Ok(tree))?;
+                let id = self.lazy_id(&regex, Some(m.weight), || Ok(tree))?;
                 self.syms.push(Sym::Lex(id));
             } else if split {
                 self.lazy_parts(&tree, max, g)?;
@@ -363,7 +367,7 @@ impl<'a> Lowering<'a> {
         for piece in pieces {
             match piece {
                 PieceKind::Regex { regex, tree, .. } => {
-                    let id = self.lazy_id(&regex, || Ok(tree))?;
+                    let id = self.lazy_id(&regex, None, || Ok(tree))?;
                     self.syms.push(Sym::Lex(id));
                 }
                 PieceKind::Rule(t) => self.syms.push(Sym::Rule(t as u32)),
@@ -483,8 +487,9 @@ impl<'a> Lowering<'a> {
             let key: String = run.iter().map(|r| format!("(?:{r})")).collect();
             let measures: Option<Vec<Measure>> =
                 sources.iter().map(|s| measure(s, trees)).collect();
-            if measures.is_some_and(|m| self.fits_lazily(Measure::join(m))) {
-                let id = self.lazy_id(&key, || {
+            let joined = measures.map(Measure::join);
+            if let Some(m) = joined.filter(|&m| self.fits_lazily(m)) {
+                let id = self.lazy_id(&key, Some(m.weight), || {
                     let parts = sources
                         .iter()
                         .map(|s| tree(s, trees))
@@ -497,7 +502,7 @@ impl<'a> Lowering<'a> {
             }
         }
         for (r, source) in std::mem::take(run).into_iter().zip(sources) {
-            let id = self.lazy_id(&r, || tree(&source, trees).map(Arc::new))?;
+            let id = self.lazy_id(&r, None, || tree(&source, trees).map(Arc::new))?;
             self.syms.push(Sym::Lex(id));
         }
         Ok(())
@@ -522,10 +527,14 @@ impl<'a> Lowering<'a> {
     }
 
     /// The lazily built lexeme of the regex `key`, its tree made by `tree`
-    /// if neither this compile nor the process has the lexeme yet.
+    /// if neither this compile nor the process has the lexeme yet; its NFA
+    /// made now, or with [`EarleyConfig::defer_lexemes`] when a walk first
+    /// enters it. `weight` is the tree's measured weight where the caller
+    /// has it.
     fn lazy_id(
         &mut self,
         key: &str,
+        weight: Option<u64>,
         tree: impl FnOnce() -> Result<Arc<Hir>, GrammarError>,
     ) -> Result<u32, GrammarError> {
         if let Some(&id) = self.lexeme_ids.get(key) {
@@ -533,12 +542,27 @@ impl<'a> Lowering<'a> {
         }
         self.cancel.check()?;
         let limits = self.config.lazy_limits();
+        let defer = self.config.defer_lexemes;
         let l = lazy_lexeme(
             key,
             &self.vocab,
             &limits,
             self.config.shared_lexemes,
-            || LazyDfa::from_hir(&*tree()?, &limits),
+            || {
+                let tree = tree()?;
+                if !defer {
+                    return LazyDfa::from_hir(&tree, &limits).map(|d| Making::Now(LexDfa::Lazy(d)));
+                }
+                LazyDfa::check_tree(&tree)?;
+                let weight = weight.unwrap_or_else(|| Measure::of(&tree).weight);
+                let nullable = LazyDfa::matches_empty(&tree);
+                Ok(Making::Later(Recipe {
+                    tree,
+                    limits,
+                    weight,
+                    nullable,
+                }))
+            },
         )?;
         self.add_lexeme(key.to_string(), l)
     }
@@ -654,7 +678,7 @@ impl<'a> Lowering<'a> {
     }
 
     fn add_lexeme(&mut self, key: String, l: Arc<Lexeme>) -> Result<u32, GrammarError> {
-        self.lexeme_states += l.dfa.compiled_states();
+        self.lexeme_states += l.compiled_states();
         if self.lexeme_states > self.config.max_total_lexeme_states {
             return Err(GrammarError::LimitExceeded {
                 what: format!(

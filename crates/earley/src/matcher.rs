@@ -10,6 +10,7 @@ use tokensieve_core::{GrammarError, GrammarObject, GrammarStats, StepError};
 use tokensieve_grammar::lazy;
 
 use crate::backend::GrammarInner;
+use crate::lexeme::LexDfa;
 use crate::parser::{self, Budget, ESet, Walker, shape};
 
 /// Longest [`GrammarObject::jump_forward`] answer, in bytes.
@@ -164,7 +165,7 @@ impl EarleyMatcher {
             .cfg
             .lexemes
             .iter()
-            .find_map(|l| l.dfa.exhausted());
+            .find_map(|l| l.made().and_then(LexDfa::exhausted));
         let Some(e) = found else {
             return Ok(());
         };

@@ -100,7 +100,7 @@ impl Cfg {
     #[inline]
     fn initial(&self, pos: u32) -> u32 {
         match self.syms[pos as usize] {
-            Sym::Lex(l) => self.lexemes[l as usize].dfa.start(),
+            Sym::Lex(l) => self.lexemes[l as usize].start(),
             _ => 0,
         }
     }
@@ -300,7 +300,7 @@ pub(crate) fn close(
         k += 1;
         match cfg.syms[item.pos as usize] {
             Sym::Lex(l) => {
-                if cfg.lexemes[l as usize].dfa.is_accepting(item.lex) {
+                if cfg.lexemes[l as usize].accepts(item.lex) {
                     set.push(cfg.advanced(&item), budget)?;
                 }
             }
@@ -359,7 +359,7 @@ pub(crate) fn close(
 pub(crate) fn scan(cfg: &Cfg, from: &[Item], here: &Origin, byte: u8, out: &mut Vec<Item>) {
     for item in from {
         if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
-            let next = cfg.lexemes[l as usize].dfa.next(item.lex, byte);
+            let next = cfg.lexemes[l as usize].dfa().next(item.lex, byte);
             if next != DEAD {
                 out.push(Item {
                     pos: item.pos,
@@ -413,7 +413,7 @@ pub(crate) fn is_accepting(cfg: &Cfg, set: &ESet) -> bool {
 /// Is every lexeme of the set between two UTF-8 characters?
 pub(crate) fn at_char_boundary(cfg: &Cfg, set: &ESet) -> bool {
     set.items.iter().all(|i| match cfg.syms[i.pos as usize] {
-        Sym::Lex(l) => cfg.lexemes[l as usize].dfa.at_char_boundary(i.lex),
+        Sym::Lex(l) => cfg.lexemes[l as usize].dfa().at_char_boundary(i.lex),
         _ => true,
     })
 }
@@ -423,7 +423,7 @@ pub(crate) fn forced_byte(cfg: &Cfg, set: &ESet) -> Option<u8> {
     let mut found: Option<u8> = None;
     for item in &set.items {
         if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
-            let dfa = &cfg.lexemes[l as usize].dfa;
+            let dfa = cfg.lexemes[l as usize].dfa();
             if let Some(b) = dfa.forced_byte(item.lex) {
                 match found {
                     Some(f) if f != b => return None,
@@ -1096,7 +1096,7 @@ impl Walker {
                 let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                     continue;
                 };
-                if !cfg.lexemes[l as usize].dfa.is_accepting(item.lex) {
+                if !cfg.lexemes[l as usize].accepts(item.lex) {
                     continue;
                 }
                 let chunk = match &mut summarizing {
