@@ -628,8 +628,9 @@ impl Lexeme {
     /// ([`LazyCounted::shifted`]).
     #[inline]
     pub(crate) fn index_state(&self, state: u32) -> u32 {
-        match self.dfa() {
-            LexDfa::Counted(d) => d.shifted(state, self.trie.max_depth as u32),
+        // A counted lexeme is made at compile: asking does not make one.
+        match self.dfa.get() {
+            Some(LexDfa::Counted(d)) => d.shifted(state, self.trie.max_depth as u32),
             _ => state,
         }
     }
@@ -643,7 +644,8 @@ impl Lexeme {
     /// The bytes `state` can take, as a 256-bit set.
     pub(crate) fn first_bytes(&self, state: u32) -> &[u64; 4] {
         self.first.get_or_init(state, || {
-            let (row, classes) = (self.dfa().row(state), self.dfa().classes());
+            let dfa = self.dfa();
+            let (row, classes) = (dfa.row(state), dfa.classes());
             let mut set = [0u64; 4];
             for b in 0..=255u8 {
                 if row[classes[b as usize] as usize] != DEAD {
@@ -667,6 +669,7 @@ impl Lexeme {
     /// walked.
     fn build_state(&self, state: u32) -> StateIndex {
         let trie = &*self.trie;
+        let dfa = self.dfa();
         // A list of ids while few, a row once many: a wide state (a string
         // body) holds most of the vocabulary, and sorting its ids would
         // cost more than the walk.
@@ -700,19 +703,19 @@ impl Lexeme {
             }
             let (bytes, kids) = trie.kids(node as usize);
             for (&b, &kid) in bytes.iter().zip(kids) {
-                let next = self.dfa().next(from, b);
+                let next = dfa.next(from, b);
                 if next == DEAD {
                     continue;
                 }
                 let k = kid as usize;
                 let leaf = trie.kid_start[k] == trie.kid_start[k + 1];
-                if !leaf && self.runs.takes_subtree(self.dfa(), next, &trie.below[k]) {
+                if !leaf && self.runs.takes_subtree(dfa, next, &trie.below[k]) {
                     walk.add(trie.subtree_tokens(k));
                     continue;
                 }
                 walk.add(trie.node_tokens(k));
                 if !leaf {
-                    if self.dfa().is_accepting(next) {
+                    if dfa.is_accepting(next) {
                         walk.exits.push((kid, depth + 1));
                     }
                     pending.push((kid, next, depth + 1));
@@ -780,7 +783,8 @@ impl Lexeme {
         walk: &mut Walk,
     ) {
         let trie = &*self.trie;
-        let classes = self.dfa().classes();
+        let dfa = self.dfa();
+        let classes = dfa.classes();
         // The step of the state last asked about: a string body asks about
         // the same state at nearly every node.
         let mut step_of = (DEAD, None::<TextStep>, None::<u32>);
@@ -814,13 +818,11 @@ impl Lexeme {
                 continue;
             }
             if step_of.0 != next {
-                step_of = (next, self.runs.step(self.dfa(), next).copied(), None);
+                step_of = (next, self.runs.step(dfa, next).copied(), None);
             }
             let below = &trie.below[i];
             if step_of.1.is_some_and(|s| s.covers(below)) {
-                let run = *step_of
-                    .2
-                    .get_or_insert_with(|| self.runs.run(self.dfa(), next));
+                let run = *step_of.2.get_or_insert_with(|| self.runs.run(dfa, next));
                 if run >= u32::from(below.height) {
                     kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
                     i = n.next as usize;
@@ -832,19 +834,19 @@ impl Lexeme {
                     // states, whatever the bytes.
                     let mut at = next;
                     for _ in 0..run {
-                        at = self.runs.step(self.dfa(), at).expect("a run's steps").to;
+                        at = self.runs.step(dfa, at).expect("a run's steps").to;
                     }
                     let top = n.depth + run;
-                    stack[top as usize] = self.dfa().row(at);
+                    stack[top as usize] = dfa.row(at);
                     zones.push((n.next as usize, top));
                     kept.push(trie.token_start[i], trie.token_start[i + 1]);
                     i += 1;
                     continue;
                 }
             }
-            stack[d] = self.dfa().row(next);
+            stack[d] = dfa.row(next);
             kept.push(trie.token_start[i], trie.token_start[i + 1]);
-            if self.dfa().is_accepting(next) && n.next as usize > i + 1 {
+            if dfa.is_accepting(next) && n.next as usize > i + 1 {
                 walk.exits.push((i as u32, n.depth));
             }
             i += 1;
@@ -860,9 +862,10 @@ impl Lexeme {
     /// minimized, whose first character may be narrower): below each
     /// first byte of that step the walk is the loop's.
     fn loop_skeleton(&self, state: u32) -> Option<(Arc<Skeleton>, u32)> {
-        let into = self.runs.step(self.dfa(), state)?.to;
-        let step = *self.runs.step(self.dfa(), into)?;
-        (step.to == into && self.runs.run(self.dfa(), into) as usize >= self.trie.max_depth)
+        let dfa = self.dfa();
+        let into = self.runs.step(dfa, state)?.to;
+        let step = *self.runs.step(dfa, into)?;
+        (step.to == into && self.runs.run(dfa, into) as usize >= self.trie.max_depth)
             .then(|| (self.skeletons.get(&self.trie, &step), into))
     }
 
@@ -873,8 +876,9 @@ impl Lexeme {
     /// loop) are the skeleton's, and the others are scanned from `state`.
     fn scan_escapes(&self, state: u32, into: u32, skeleton: &Skeleton, walk: &mut Walk) {
         let trie = &*self.trie;
+        let dfa = self.dfa();
         let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
-        let (first, row) = (self.dfa().row(state), self.dfa().row(into));
+        let (first, row) = (dfa.row(state), dfa.row(into));
         let mut kept = Runs::default();
         let mut refused = Runs::default();
         if state == into {
@@ -897,10 +901,7 @@ impl Lexeme {
             }
             return;
         }
-        let step = *self
-            .runs
-            .step(self.dfa(), state)
-            .expect("a step into the loop");
+        let step = *self.runs.step(dfa, state).expect("a step into the loop");
         let (bytes, kids) = trie.kids(0);
         for (&b, &c) in bytes.iter().zip(kids) {
             let (c, end) = (c as usize, trie.nodes[c as usize].next as usize);

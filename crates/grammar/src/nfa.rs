@@ -76,16 +76,7 @@ impl Nfa {
     /// The NFA of `hir` (whole-text match; no look-around), within
     /// `size_limit` heap bytes.
     pub(crate) fn new(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
-        let mut c = Compiler {
-            nfa: Nfa {
-                slots: Vec::new(),
-                ranges: Vec::new(),
-                alternates: Vec::new(),
-                start: 0,
-            },
-            size_limit,
-            tries: HashMap::new(),
-        };
+        let mut c = Compiler::new(size_limit);
         let matched = c.push(Kind::Match, 0, 0)?;
         c.nfa.start = c.compile(hir, matched)?;
         let mut nfa = c.nfa;
@@ -159,6 +150,19 @@ struct Compiler {
 }
 
 impl Compiler {
+    fn new(size_limit: usize) -> Compiler {
+        Compiler {
+            nfa: Nfa {
+                slots: Vec::new(),
+                ranges: Vec::new(),
+                alternates: Vec::new(),
+                start: 0,
+            },
+            size_limit,
+            tries: HashMap::new(),
+        }
+    }
+
     fn push(&mut self, kind: Kind, at: u32, len: u32) -> Result<u32, GrammarError> {
         let bytes = (self.nfa.slots.len() + 1) * SLOT_BYTES
             + self.nfa.ranges.len() * std::mem::size_of::<Transition>()
@@ -378,16 +382,7 @@ fn template(ranges: &[ClassUnicodeRange]) -> Rc<Template> {
             .map(|s| s.as_slice().to_vec())
             .collect();
         let slices: Vec<&[Utf8Range]> = sequences.iter().map(Vec::as_slice).collect();
-        let mut c = Compiler {
-            nfa: Nfa {
-                slots: Vec::new(),
-                ranges: Vec::new(),
-                alternates: Vec::new(),
-                start: 0,
-            },
-            size_limit: usize::MAX,
-            tries: HashMap::new(),
-        };
+        let mut c = Compiler::new(usize::MAX);
         let entry = c
             .utf8_trie(&slices, TO_NEXT)
             .expect("no limit on a class's trie");
