@@ -502,7 +502,9 @@ impl<'a> Lowering<'a> {
             }
         }
         for (r, source) in std::mem::take(run).into_iter().zip(sources) {
-            let id = self.lazy_id(&r, None, || tree(&source, trees).map(Arc::new))?;
+            // Known already: `is_lexeme` measured each rule (kept).
+            let weight = measure(&source, trees).map(|m| m.weight);
+            let id = self.lazy_id(&r, weight, || tree(&source, trees).map(Arc::new))?;
             self.syms.push(Sym::Lex(id));
         }
         Ok(())
