@@ -222,17 +222,26 @@ pub(crate) fn seq(parts: impl IntoIterator<Item = Lang>) -> Lang {
 /// The union of `parts` (duplicates removed).
 pub(crate) fn alt(parts: impl IntoIterator<Item = Lang>) -> Lang {
     let mut kept: Vec<Rx> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
     let mut has_empty = false;
     for part in parts {
         match part {
             Lang::Never => {}
             Lang::Re(rx) if rx.prec == Prec::Empty => has_empty = true,
-            Lang::Re(rx) => {
-                if seen.insert(rx.text.clone()) {
-                    kept.push(rx);
-                }
-            }
+            Lang::Re(rx) => kept.push(rx),
+        }
+    }
+    // Duplicates by text, without copying the texts (a key complement's
+    // trie nests a dozen alternations: copies at every level were most of
+    // its cost).
+    if kept.len() > 1 {
+        let mut seen: HashSet<&str> = HashSet::with_capacity(kept.len());
+        let first: Vec<bool> = kept
+            .iter()
+            .map(|rx| seen.insert(rx.text.as_str()))
+            .collect();
+        if first.iter().any(|&f| !f) {
+            let mut keep = first.into_iter();
+            kept.retain(|_| keep.next().unwrap_or(false));
         }
     }
     let body = match kept.len() {
