@@ -587,4 +587,48 @@ mod tests {
             }
         }
     }
+
+    /// An object's extra-member key (any string but 40 names) comes as a
+    /// verbatim piece: its lexeme is parsed and made only when an output
+    /// enters it, and masks and steps are those of lexemes made at once.
+    #[test]
+    fn an_unparsed_key_lexeme_is_made_when_entered() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let properties: Vec<String> = (0..40)
+            .map(|i| format!(r#""property_{i}": {{"type": "string"}}"#))
+            .collect();
+        let schema = format!(
+            r#"{{"type": "object", "properties": {{"inner": {{"type": "object", "properties": {{{}}}, "additionalProperties": {{"type": "integer"}}}}}}, "additionalProperties": false}}"#,
+            properties.join(", ")
+        );
+        let c = Constraint::json_schema(schema);
+        let config = |defer_lexemes| EarleyConfig {
+            shared_lexemes: false,
+            defer_lexemes,
+            ..EarleyConfig::default()
+        };
+        let deferred = EarleyBackend::new(vocab.clone(), config(true))
+            .compile_earley(&c, &CancelToken::new())
+            .unwrap();
+        let eager = EarleyBackend::new(vocab.clone(), config(false))
+            .compile_earley(&c, &CancelToken::new())
+            .unwrap();
+        assert_eq!(made(&deferred), 0);
+        let words = vocab.mask_words();
+        let (mut m, mut reference) = (deferred.earley_matcher(), eager.earley_matcher());
+        let text = br#"{"inner": {"property_1": "x", "property_12x": 3, "z": 4}}"#;
+        for &byte in text.iter() {
+            let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
+            m.fill_bitmask(&mut a);
+            reference.fill_bitmask(&mut b);
+            assert_eq!(a, b, "the masks before {:?}", byte as char);
+            m.accept_bytes(&[byte]).unwrap();
+            reference.accept_bytes(&[byte]).unwrap();
+        }
+        assert!(m.is_accepting() && reference.is_accepting());
+        // A named property is no extra member: its value is a string.
+        let mut m = deferred.earley_matcher();
+        m.accept_bytes(br#"{"inner": {"property_1": "#).unwrap();
+        assert!(m.accept_bytes(b"3").is_err());
+    }
 }

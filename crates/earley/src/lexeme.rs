@@ -574,7 +574,11 @@ impl Lexeme {
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
                 .expect("a lexeme not made yet has its recipe");
-            match LazyDfa::from_hir(&recipe.tree, &recipe.limits) {
+            let made = match &recipe.source {
+                TreeSource::Tree(tree) => LazyDfa::from_hir(tree, &recipe.limits),
+                TreeSource::Text(regex) => LazyDfa::build(regex, &recipe.limits),
+            };
+            match made {
                 Ok(dfa) => LexDfa::Lazy(dfa),
                 Err(e) => {
                     lazy::note_exhaustion();
@@ -1015,13 +1019,23 @@ pub(crate) enum Making {
 
 /// What a deferred lazy DFA is made from.
 pub(crate) struct Recipe {
-    pub tree: Arc<Hir>,
+    pub source: TreeSource,
     pub limits: DfaLimits,
     /// The tree's [`Measure`](tokensieve_grammar::regular::Measure)
     /// weight (about its NFA states).
     pub weight: u64,
     /// Whether the tree matches the empty text.
     pub nullable: bool,
+}
+
+/// Where a deferred lexeme's syntax tree comes from.
+pub(crate) enum TreeSource {
+    /// Built already.
+    Tree(Arc<Hir>),
+    /// Regex text not parsed yet (a [`tokensieve_grammar::pieces::Piece::Verbatim`]'s,
+    /// or a run of pieces joined with one): parsed when the lexeme is made,
+    /// a regex that does not parse then making a lexeme that fails.
+    Text(String),
 }
 
 /// The lexeme of `regex` with a lazily built DFA, made by `build` (from

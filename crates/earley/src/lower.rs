@@ -16,7 +16,9 @@ use regex_syntax::hir::Hir;
 use tokensieve_core::{CancelToken, GrammarError};
 use tokensieve_grammar::counted::LazyCounted;
 use tokensieve_grammar::lazy::LazyDfa;
-use tokensieve_grammar::pieces::{Piece as PieceKind, PieceGrammar, regex_text, weight_at_most};
+use tokensieve_grammar::pieces::{
+    Piece as PieceKind, PieceGrammar, Verbatim, regex_text, weight_at_most,
+};
 use tokensieve_grammar::regular::{
     Measure, RuleHirs, terminal_hir, terminal_measure, terminal_regex,
 };
@@ -24,8 +26,8 @@ use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
 use crate::lexeme::{
-    LexDfa, LexVocab, Lexeme, Making, Recipe, counted_lexeme, intersection_lexeme, lazy_lexeme,
-    lexeme,
+    LexDfa, LexVocab, Lexeme, Making, Recipe, TreeSource, counted_lexeme, intersection_lexeme,
+    lazy_lexeme, lexeme,
 };
 use crate::parser::{Cfg, Sym};
 
@@ -67,6 +69,35 @@ enum Source {
 /// Deepest syntax tree a lazily built lexeme may have (as regex-syntax's
 /// nest limit for a parsed regex: NFA compilation recurses on it).
 const MAX_TREE_DEPTH: u32 = 256;
+
+/// A regex piece of a run, by what it is given as.
+enum Part {
+    Tree(Arc<Hir>),
+    /// A [`PieceKind::Verbatim`]'s text (the run's regex), not parsed.
+    Text(Verbatim),
+}
+
+impl Part {
+    fn measure(&self) -> Measure {
+        match self {
+            Part::Tree(tree) => Measure::of(tree),
+            Part::Text(v) => Measure {
+                weight: v.weight,
+                depth: v.depth,
+            },
+        }
+    }
+}
+
+/// What a lazily built lexeme is made from, as the lowering has it.
+enum Unmade {
+    Tree(Arc<Hir>),
+    /// The lexeme's key is its regex, not parsed yet (parsed when made).
+    Text {
+        weight: u64,
+        nullable: bool,
+    },
+}
 
 /// What a grammar symbol lowers to before runs are merged.
 enum Piece {
@@ -223,11 +254,14 @@ impl<'a> Lowering<'a> {
             let mut starts = Vec::with_capacity(alternatives.len());
             for alt in &alternatives {
                 starts.push(self.syms.len() as u32);
-                let mut run: Vec<(String, Arc<Hir>)> = Vec::new();
+                let mut run: Vec<(String, Part)> = Vec::new();
                 for piece in alt {
                     match piece {
                         PieceKind::Regex { regex, tree, .. } => {
-                            run.push((regex.clone(), tree.clone()));
+                            run.push((regex.clone(), Part::Tree(tree.clone())));
+                        }
+                        PieceKind::Verbatim { regex, verbatim } => {
+                            run.push((regex.clone(), Part::Text(*verbatim)));
                         }
                         PieceKind::Rule(t) => {
                             self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
@@ -267,7 +301,7 @@ impl<'a> Lowering<'a> {
     /// `split` says so.
     fn flush_pieces(
         &mut self,
-        run: &mut Vec<(String, Arc<Hir>)>,
+        run: &mut Vec<(String, Part)>,
         max: usize,
         join: bool,
         split: bool,
@@ -298,7 +332,7 @@ impl<'a> Lowering<'a> {
     /// [`GrammarError::LimitExceeded`] without.
     fn flush_pieces_lazy(
         &mut self,
-        run: &mut Vec<(String, Arc<Hir>)>,
+        run: &mut Vec<(String, Part)>,
         max: usize,
         join: bool,
         split: bool,
@@ -307,24 +341,51 @@ impl<'a> Lowering<'a> {
         if run.is_empty() {
             return Ok(());
         }
-        let measures: Vec<Measure> = run.iter().map(|(_, tree)| Measure::of(tree)).collect();
+        let measures: Vec<Measure> = run.iter().map(|(_, part)| part.measure()).collect();
         let joined = Measure::join(measures.clone());
         if join && run.len() > 1 && self.fits_lazily_in(joined, max) {
             let key: String = run.iter().map(|(r, _)| format!("(?:{r})")).collect();
             let id = self.lazy_id(&key, Some(joined.weight), || {
-                Ok(Arc::new(Hir::concat(
-                    run.iter().map(|(_, tree)| (**tree).clone()).collect(),
-                )))
+                let mut trees = Vec::with_capacity(run.len());
+                for (_, part) in run.iter() {
+                    match part {
+                        Part::Tree(tree) => trees.push((**tree).clone()),
+                        // The joined text is the regex, parsed when made.
+                        Part::Text(_) => {
+                            let nullable = run.iter().all(|(_, part)| match part {
+                                Part::Tree(tree) => LazyDfa::matches_empty(tree),
+                                Part::Text(v) => v.nullable,
+                            });
+                            return Ok(Unmade::Text {
+                                weight: joined.weight,
+                                nullable,
+                            });
+                        }
+                    }
+                }
+                Ok(Unmade::Tree(Arc::new(Hir::concat(trees))))
             })?;
             self.syms.push(Sym::Lex(id));
             run.clear();
             return Ok(());
         }
-        for ((regex, tree), m) in std::mem::take(run).into_iter().zip(measures) {
+        for ((regex, part), m) in std::mem::take(run).into_iter().zip(measures) {
             if self.fits_lazily_in(m, max) {
-                let id = self.lazy_id(&regex, Some(m.weight), || Ok(tree))?;
+                let id = self.lazy_id(&regex, Some(m.weight), || {
+                    Ok(match part {
+                        Part::Tree(tree) => Unmade::Tree(tree),
+                        Part::Text(v) => Unmade::Text {
+                            weight: v.weight,
+                            nullable: v.nullable,
+                        },
+                    })
+                })?;
                 self.syms.push(Sym::Lex(id));
             } else if split {
+                let tree = match part {
+                    Part::Tree(tree) => tree,
+                    Part::Text(_) => Arc::new(tokensieve_grammar::dfa::parse(&regex)?),
+                };
                 self.lazy_parts(&tree, max, g)?;
             } else {
                 return Err(GrammarError::LimitExceeded {
@@ -367,11 +428,13 @@ impl<'a> Lowering<'a> {
         for piece in pieces {
             match piece {
                 PieceKind::Regex { regex, tree, .. } => {
-                    let id = self.lazy_id(&regex, None, || Ok(tree))?;
+                    let id = self.lazy_id(&regex, None, || Ok(Unmade::Tree(tree)))?;
                     self.syms.push(Sym::Lex(id));
                 }
                 PieceKind::Rule(t) => self.syms.push(Sym::Rule(t as u32)),
-                PieceKind::Intersection { .. } | PieceKind::Counted { .. } => {
+                PieceKind::Intersection { .. }
+                | PieceKind::Counted { .. }
+                | PieceKind::Verbatim { .. } => {
                     unreachable!("a regex is taken apart into regexes and rules")
                 }
             }
@@ -494,7 +557,7 @@ impl<'a> Lowering<'a> {
                         .iter()
                         .map(|s| tree(s, trees))
                         .collect::<Result<Vec<Hir>, GrammarError>>()?;
-                    Ok(Arc::new(Hir::concat(parts)))
+                    Ok(Unmade::Tree(Arc::new(Hir::concat(parts))))
                 })?;
                 self.syms.push(Sym::Lex(id));
                 run.clear();
@@ -504,7 +567,9 @@ impl<'a> Lowering<'a> {
         for (r, source) in std::mem::take(run).into_iter().zip(sources) {
             // Known already: `is_lexeme` measured each rule (kept).
             let weight = measure(&source, trees).map(|m| m.weight);
-            let id = self.lazy_id(&r, weight, || tree(&source, trees).map(Arc::new))?;
+            let id = self.lazy_id(&r, weight, || {
+                tree(&source, trees).map(|t| Unmade::Tree(Arc::new(t)))
+            })?;
             self.syms.push(Sym::Lex(id));
         }
         Ok(())
@@ -529,15 +594,15 @@ impl<'a> Lowering<'a> {
     }
 
     /// The lazily built lexeme of the regex `key`, its tree made by `tree`
-    /// if neither this compile nor the process has the lexeme yet; its NFA
-    /// made now, or with [`EarleyConfig::defer_lexemes`] when a walk first
-    /// enters it. `weight` is the tree's measured weight where the caller
-    /// has it.
+    /// if neither this compile nor the process has the lexeme yet (or the
+    /// key's text left unparsed, [`Unmade::Text`]); its NFA made now, or
+    /// with [`EarleyConfig::defer_lexemes`] when a walk first enters it.
+    /// `weight` is the tree's measured weight where the caller has it.
     fn lazy_id(
         &mut self,
         key: &str,
         weight: Option<u64>,
-        tree: impl FnOnce() -> Result<Arc<Hir>, GrammarError>,
+        tree: impl FnOnce() -> Result<Unmade, GrammarError>,
     ) -> Result<u32, GrammarError> {
         if let Some(&id) = self.lexeme_ids.get(key) {
             return Ok(id);
@@ -551,7 +616,21 @@ impl<'a> Lowering<'a> {
             &limits,
             self.config.shared_lexemes,
             || {
-                let tree = tree()?;
+                let tree = match tree()? {
+                    Unmade::Tree(tree) => tree,
+                    Unmade::Text { weight, nullable } => {
+                        if !defer {
+                            return LazyDfa::build(key, &limits)
+                                .map(|d| Making::Now(LexDfa::Lazy(d)));
+                        }
+                        return Ok(Making::Later(Recipe {
+                            source: TreeSource::Text(key.to_owned()),
+                            limits,
+                            weight,
+                            nullable,
+                        }));
+                    }
+                };
                 if !defer {
                     return LazyDfa::from_hir(&tree, &limits).map(|d| Making::Now(LexDfa::Lazy(d)));
                 }
@@ -559,7 +638,7 @@ impl<'a> Lowering<'a> {
                 let weight = weight.unwrap_or_else(|| Measure::of(&tree).weight);
                 let nullable = LazyDfa::matches_empty(&tree);
                 Ok(Making::Later(Recipe {
-                    tree,
+                    source: TreeSource::Tree(tree),
                     limits,
                     weight,
                     nullable,

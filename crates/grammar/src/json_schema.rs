@@ -205,7 +205,13 @@ impl SchemaGrammar {
     /// characters of a `maxLength: 4096` string) are taken apart into
     /// blocks, for a backend whose automata cannot hold them whole.
     pub fn to_pieces_with(&self, limits: &PieceLimits) -> Result<PieceGrammar, GrammarError> {
-        let g = pieces::split_with(&self.root, &self.rules, &self.intersections, limits)?;
+        let g = pieces::split_with(
+            &self.root,
+            &self.rules,
+            &self.intersections,
+            &self.verbatim,
+            limits,
+        )?;
         if g.productive().iter().any(|&p| !p) {
             return Err(self.endless());
         }

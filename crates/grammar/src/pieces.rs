@@ -61,6 +61,31 @@ pub enum Piece {
         nullable: bool,
         automaton: Arc<LazyCounted>,
     },
+    /// A reference-free regex kept as the text it was written in, not
+    /// parsed by the split (a [`Verbatim`] rule's, in the place of each
+    /// reference to it): for a backend that builds its automaton only if
+    /// an output ever enters it, parsing then. It matches at least one
+    /// string.
+    Verbatim {
+        regex: String,
+        /// What its syntax tree would measure and whether it matches the
+        /// empty string, as its writer knows them.
+        verbatim: Verbatim,
+    },
+}
+
+/// What the writer of a [`Piece::Verbatim`] regex knows of it without
+/// parsing it: the figures a backend decides by before it builds the
+/// automaton.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verbatim {
+    /// About [`crate::regular::Measure`]'s weight of its syntax tree (no
+    /// less).
+    pub weight: u64,
+    /// No less than the depth of its syntax tree.
+    pub depth: u32,
+    /// Whether it matches the empty string.
+    pub nullable: bool,
 }
 
 /// Rules of alternatives of pieces. Rule 0 is the root; rule `i + 1` is the
@@ -123,27 +148,49 @@ pub fn split(
     rules: &[String],
     limits: &PieceLimits,
 ) -> Result<PieceGrammar, GrammarError> {
-    split_with(root, rules, &[], limits)
+    split_with(root, rules, &[], &[], limits)
 }
 
 /// [`split`], where the rules in `intersections` (rule index, regexes) are
 /// each one [`Piece::Intersection`] of their regexes instead of their
-/// text in `rules`.
+/// text in `rules`, and the rules in `verbatim` (rule index, what their
+/// writer knows of them) reference-free regexes kept as their text: each
+/// reference to one is its [`Piece::Verbatim`], in place, not a
+/// [`Piece::Rule`].
 pub fn split_with(
     root: &str,
     rules: &[String],
     intersections: &[(usize, Vec<String>)],
+    verbatim: &[(usize, Verbatim)],
     limits: &PieceLimits,
 ) -> Result<PieceGrammar, GrammarError> {
     let mut s = Splitter {
         rules: vec![Vec::new(); rules.len() + 1],
         count: rules.len(),
+        verbatim: vec![None; rules.len() + 1],
         limits,
     };
+    for &(r, v) in verbatim {
+        let Some(text) = rules.get(r) else {
+            return Err(GrammarError::InvalidSpec(format!(
+                "verbatim rule {r} of a regex grammar: there are {} rules",
+                rules.len()
+            )));
+        };
+        let piece = Piece::Verbatim {
+            regex: text.clone(),
+            verbatim: v,
+        };
+        s.rules[r + 1] = vec![vec![piece.clone()]];
+        s.verbatim[r + 1] = Some(piece);
+    }
     for (i, text) in std::iter::once(root)
         .chain(rules.iter().map(String::as_str))
         .enumerate()
     {
+        if s.verbatim[i].is_some() {
+            continue;
+        }
         if i > 0
             && let Some((_, regexes)) = intersections.iter().find(|(r, _)| *r == i - 1)
         {
@@ -357,6 +404,7 @@ impl PieceGrammar {
                             Piece::Regex { nullable, .. } => *nullable,
                             Piece::Intersection { nullable, .. } => *nullable,
                             Piece::Counted { nullable, .. } => *nullable,
+                            Piece::Verbatim { verbatim, .. } => verbatim.nullable,
                             Piece::Rule(t) => nullable[*t],
                         })
                     })
@@ -384,7 +432,8 @@ impl PieceGrammar {
                             // error when it builds the automaton.
                             Piece::Regex { .. }
                             | Piece::Intersection { .. }
-                            | Piece::Counted { .. } => true,
+                            | Piece::Counted { .. }
+                            | Piece::Verbatim { .. } => true,
                             Piece::Rule(t) => productive[*t],
                         })
                     })
@@ -411,6 +460,9 @@ struct Splitter<'a> {
     rules: Vec<Vec<Vec<Piece>>>,
     /// How many placeholders stand for rules.
     count: usize,
+    /// The piece of each verbatim rule (by rule index), which stands in
+    /// the place of a reference to it.
+    verbatim: Vec<Option<Piece>>,
     limits: &'a PieceLimits,
 }
 
@@ -429,6 +481,15 @@ impl Splitter<'_> {
             )));
         }
         Ok(Some(i + 1))
+    }
+
+    /// What a reference to `rule` becomes: the rule, or a verbatim rule's
+    /// regex in its place.
+    fn reference(&self, rule: usize) -> Piece {
+        match &self.verbatim[rule] {
+            Some(piece) => piece.clone(),
+            None => Piece::Rule(rule),
+        }
     }
 
     fn helper(&mut self, alternatives: Vec<Vec<Piece>>) -> Result<usize, GrammarError> {
@@ -675,7 +736,7 @@ impl Splitter<'_> {
                             if !run.is_empty() {
                                 pieces.push(literal(&std::mem::take(&mut run)));
                             }
-                            pieces.push(Piece::Rule(rule));
+                            pieces.push(self.reference(rule));
                         }
                         None => run.push(c),
                     }
@@ -701,7 +762,7 @@ impl Splitter<'_> {
                     }
                 }
                 return Ok(if targets.len() == 1 {
-                    Walked::Pieces(vec![Piece::Rule(targets[0])])
+                    Walked::Pieces(vec![self.reference(targets[0])])
                 } else {
                     let alternatives = targets.into_iter().map(|t| vec![Piece::Rule(t)]).collect();
                     Walked::Pieces(vec![Piece::Rule(self.helper(alternatives)?)])
@@ -1135,7 +1196,7 @@ mod tests {
                         let mut next = Vec::new();
                         for &pos in &positions {
                             match piece {
-                                Piece::Regex { regex, .. } => {
+                                Piece::Regex { regex, .. } | Piece::Verbatim { regex, .. } => {
                                     let re =
                                         self.compiled.entry(regex.clone()).or_insert_with(|| {
                                             Regex::new(&format!("^(?:{regex})$")).unwrap()

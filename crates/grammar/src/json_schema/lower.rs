@@ -6,6 +6,7 @@
 use super::LoweringLimits;
 use super::layout::{Layout, key_text};
 use super::rx::{self, Lang};
+use crate::pieces::Verbatim;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use tokensieve_core::{GrammarError, SpecOptions};
@@ -40,6 +41,12 @@ const SHARED_RULE_MIN_LEN: usize = 1024;
 /// and lexeme lowering: the masks do the same work. At 256 bytes they do
 /// more, as more lexemes end at rule boundaries.
 const SHARED_NODE_MIN_LEN: usize = 512;
+
+/// Shortest text of an object's extra-member key (any string but its
+/// property names) made a verbatim rule in context-free mode: such keys
+/// were most of the text a big schema's lowering writes (Kubernetes: two
+/// thirds), parsed at every compile though an output seldom enters them.
+const VERBATIM_KEY_MIN_LEN: usize = 512;
 
 /// Most rules the context-free result may have: the placeholder characters
 /// of plane 15 ([`crate::compose::placeholder`]).
@@ -390,6 +397,9 @@ enum RuleTarget {
     /// The texts every one of these regexes matches (a string under a
     /// pattern and a length): a rule of one [`crate::pieces::Piece::Intersection`].
     Intersection(Vec<String>),
+    /// An object key that is none of these names: a verbatim rule (see
+    /// [`SchemaGrammar::verbatim`]).
+    KeyComplement(Vec<String>),
 }
 
 /// The rules of the context-free result. Rule `i` is written in the regex of
@@ -401,6 +411,11 @@ pub(crate) struct Rules {
     pending: Vec<(usize, RuleTarget, u32)>,
     /// The rules that are intersections, with their regexes.
     intersections: Vec<(usize, Vec<String>)>,
+    /// The verbatim rules, with what is known of them.
+    verbatim: Vec<(usize, Verbatim)>,
+    /// Whether the schema writes no placeholder character, so that a rule
+    /// of a schema without recursion is no error (asked once).
+    placeholders_free: Option<bool>,
 }
 
 /// The result of the context-free lowering: regexes in which the characters
@@ -420,6 +435,14 @@ pub struct SchemaGrammar {
     /// matches nothing, and a consumer that cannot build an intersection
     /// must refuse the grammar ([`crate::pieces::split_with`] takes them).
     pub intersections: Vec<(usize, Vec<String>)>,
+    /// The rules that are one reference-free regex, with what the lowering
+    /// knows of them ([`Verbatim`]): the key of an object's extra members,
+    /// any string but its property names, which is a big regex of a small
+    /// language. Their text in `rules` is the regex; a consumer that takes
+    /// them ([`crate::pieces::split_with`]) keeps the text unparsed in the
+    /// place of each reference, for a backend that parses it only if an
+    /// output enters it.
+    pub verbatim: Vec<(usize, Verbatim)>,
 }
 
 pub(crate) fn lower_document(
@@ -469,7 +492,9 @@ pub(crate) fn lower_document_cf(
     while let Some((id, target, level)) = lowerer.rules.as_mut().and_then(|r| r.pending.pop()) {
         let body = match &target {
             RuleTarget::AnyValue => lowerer.any_of_kind(ALL_TYPES, 1, level)?,
-            RuleTarget::Intersection(_) => unreachable!("intersections are never pending"),
+            RuleTarget::Intersection(_) | RuleTarget::KeyComplement(_) => {
+                unreachable!("intersections and key complements are never pending")
+            }
             RuleTarget::Schema(ptr) => {
                 let v = resolve_pointer(schema, ptr).expect("a resolved target");
                 lowerer.ref_stack = vec![ptr.clone()];
@@ -485,7 +510,9 @@ pub(crate) fn lower_document_cf(
         let Some(text) = body.text() else {
             let at = match &target {
                 RuleTarget::Schema(ptr) => ptr.as_str(),
-                RuleTarget::AnyValue | RuleTarget::Intersection(_) => "",
+                RuleTarget::AnyValue
+                | RuleTarget::Intersection(_)
+                | RuleTarget::KeyComplement(_) => "",
             };
             return Err(GrammarError::schema_at(
                 at,
@@ -503,11 +530,15 @@ pub(crate) fn lower_document_cf(
             RuleTarget::Schema(ptr) => ptr.clone(),
             RuleTarget::AnyValue => "(any value)".to_owned(),
             RuleTarget::Intersection(_) => "(an intersection of string constraints)".to_owned(),
+            RuleTarget::KeyComplement(_) => "(a key none of the named properties)".to_owned(),
         };
     }
     let bodies = rules.bodies;
     let rules_intersections = rules.intersections;
-    if !bodies.is_empty() && uses_placeholder_range(schema) {
+    let verbatim = rules.verbatim;
+    // Asked already where a verbatim rule was made.
+    if !bodies.is_empty() && rules.placeholders_free != Some(true) && uses_placeholder_range(schema)
+    {
         return Err(GrammarError::unsupported_at(
             "",
             "characters of Unicode planes 15 and 16 (private use) in a recursive schema: \
@@ -523,6 +554,7 @@ pub(crate) fn lower_document_cf(
         rules,
         rule_sources,
         intersections: rules_intersections,
+        verbatim,
     })
 }
 
@@ -760,6 +792,46 @@ impl<'a> Lowerer<'a> {
             rules.intersections.push((id, regexes));
         }
         Ok(Some(placeholder_lang(id)))
+    }
+
+    /// A quoted object key that is none of `names`, as `make` writes it
+    /// (the key's language and what is known of it); in context-free mode,
+    /// where that text is long ([`VERBATIM_KEY_MIN_LEN`]), a verbatim rule
+    /// of it, made the first time these names ask for it. Written inline
+    /// outside context-free mode, past the rule limit, or where the schema
+    /// writes a placeholder character (a rule would then be an error in a
+    /// schema that needs none).
+    pub(crate) fn key_complement(
+        &mut self,
+        names: &[String],
+        make: impl FnOnce() -> (Lang, Verbatim),
+    ) -> Lang {
+        let schema = self.root;
+        let limit = self.limits.max_rules.min(MAX_PLACEHOLDERS);
+        let Some(rules) = self.rules.as_mut() else {
+            return make().0;
+        };
+        let key = (RuleTarget::KeyComplement(names.to_vec()), 0);
+        if let Some(&id) = rules.index.get(&key) {
+            return placeholder_lang(id);
+        }
+        let (lang, verbatim) = make();
+        if lang.len() < VERBATIM_KEY_MIN_LEN
+            || rules.bodies.len() >= limit
+            || !*rules
+                .placeholders_free
+                .get_or_insert_with(|| !uses_placeholder_range(schema))
+        {
+            return lang;
+        }
+        let Some(text) = lang.text() else {
+            return lang;
+        };
+        let id = rules.bodies.len();
+        rules.bodies.push(Some(text.to_owned()));
+        rules.index.insert(key, id);
+        rules.verbatim.push((id, verbatim));
+        placeholder_lang(id)
     }
 
     /// In context-free mode, a node that is only a `$ref` (and annotations)

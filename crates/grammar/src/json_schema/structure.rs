@@ -8,8 +8,10 @@ use super::lower::{
     STRING, STRING_CHAR, kind_of,
 };
 use super::numeric::{self, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
-use super::rx::{self, Lang};
+use super::rx::{self, Lang, Prec};
 use super::unevaluated::Member;
+use crate::pieces::Verbatim;
+use crate::regular::class_weight;
 use serde_json::Value;
 use tokensieve_core::GrammarError;
 
@@ -1189,14 +1191,13 @@ impl<'a> Lowerer<'a> {
         if value.is_never() {
             return Ok(None);
         }
-        let key = rx::seq([Lang::lit("\""), key_complement(excluded), Lang::lit("\"")]);
         let key = if named {
-            match self.valid_names(m, key)? {
+            match self.valid_names(m, quoted_key_complement(excluded).0)? {
                 Some(key) => key,
                 None => return Ok(None),
             }
         } else {
-            key
+            self.key_complement(excluded, || quoted_key_complement(excluded))
         };
         Ok(Some(self.layout.member(key, value)))
     }
@@ -1403,34 +1404,32 @@ fn nonempty_subsequence(items: &[Lang], sep: &Lang) -> Lang {
 /// one shared class after every node with no non-ASCII child. Classes of
 /// all of Unicode at every node would make an automaton of a dozen states
 /// per node (their UTF-8 sequences), where these make one.
-fn key_complement(names: &[String]) -> Lang {
+fn key_complement(names: &[String]) -> (KeyTrie, Lang) {
     let mut root = KeyTrie::default();
     for name in names {
-        let mut node = &mut root;
-        for c in name.chars() {
-            let i = match node.children.iter().position(|(k, _)| *k == c) {
-                Some(i) => i,
-                None => {
-                    node.children.push((c, KeyTrie::default()));
-                    node.children.len() - 1
-                }
-            };
-            node = &mut node.children[i].1;
-        }
-        node.end = true;
+        root.insert(name);
     }
-    let any = Lang::atom(super::ecma::UNESCAPED_CLASS, 1);
-    let leave = rx::alt([
-        root.part(TriePart::LeaveHere, 0),
-        rx::seq([
-            root.part(TriePart::BeforeNonAscii, 0),
-            Lang::atom(NON_ASCII_CLASS, 1),
-        ]),
-    ]);
-    rx::alt([
-        rx::seq([leave, rx::repeat(any, 0, None)]),
-        root.part(TriePart::Short, 0),
-    ])
+    let lang = root.complement();
+    (root, lang)
+}
+
+/// [`key_complement`] in quotes: a whole key, and what its syntax tree
+/// weighs ([`KeyTrie::weight`]; no string of it is empty).
+fn quoted_key_complement(names: &[String]) -> (Lang, Verbatim) {
+    let (root, complement) = key_complement(names);
+    let quoted = rx::seq([Lang::lit("\""), complement, Lang::lit("\"")]);
+    let weight = 2
+        + root.weight(TriePart::LeaveHere, 0)
+        + root.weight(TriePart::BeforeNonAscii, 0)
+        + class_weight(char::MAX)
+        + class_weight(char::MAX)
+        + root.weight(TriePart::Short, 0);
+    let verbatim = Verbatim {
+        weight,
+        depth: quoted.nest().saturating_add(1),
+        nullable: false,
+    };
+    (quoted, verbatim)
 }
 
 /// Trie levels written nested in [`key_complement`]; deeper ones flat.
@@ -1459,37 +1458,149 @@ enum TriePart {
 }
 
 impl KeyTrie {
-    /// `part` of every node of this subtree, as one language (`depth`:
-    /// this node's level in the whole trie).
-    fn part(&self, part: TriePart, depth: usize) -> Lang {
-        if depth >= NESTED_TRIE_LEVELS {
-            return self.flat(part);
+    fn insert(&mut self, name: &str) {
+        let mut node = self;
+        for c in name.chars() {
+            let i = match node.children.iter().position(|(k, _)| *k == c) {
+                Some(i) => i,
+                None => {
+                    node.children.push((c, KeyTrie::default()));
+                    node.children.len() - 1
+                }
+            };
+            node = &mut node.children[i].1;
         }
-        let mut alternatives = self.own(part);
-        for (c, child) in &self.children {
-            alternatives.push(rx::seq([
-                Lang::lit(&c.to_string()),
-                child.part(part, depth + 1),
-            ]));
-        }
-        rx::alt(alternatives)
+        node.end = true;
     }
 
-    /// [`KeyTrie::part`] written as one alternative per node.
-    fn flat(&self, part: TriePart) -> Lang {
-        let mut alternatives = Vec::new();
-        let mut stack: Vec<(String, &KeyTrie)> = vec![(String::new(), self)];
-        while let Some((path, node)) = stack.pop() {
-            for own in node.own(part) {
-                alternatives.push(rx::seq([Lang::lit(&path), own]));
+    /// [`key_complement`] of this trie's names (the text).
+    fn complement(&self) -> Lang {
+        let any = Lang::atom(super::ecma::UNESCAPED_CLASS, 1);
+        let leave = rx::alt([
+            self.part(TriePart::LeaveHere, 0),
+            rx::seq([
+                self.part(TriePart::BeforeNonAscii, 0),
+                Lang::atom(NON_ASCII_CLASS, 1),
+            ]),
+        ]);
+        rx::alt([
+            rx::seq([leave, rx::repeat(any, 0, None)]),
+            self.part(TriePart::Short, 0),
+        ])
+    }
+
+    /// What [`KeyTrie::part`]'s syntax tree weighs (the bytes of its
+    /// literals, each class what [`class_weight`] says), or a little more:
+    /// the tree may join single characters into a class.
+    fn weight(&self, part: TriePart, depth: usize) -> u64 {
+        if depth >= NESTED_TRIE_LEVELS {
+            // One alternative per node: its path, then its own part.
+            let mut total = 0u64;
+            let mut stack: Vec<(u64, &KeyTrie)> = vec![(0, self)];
+            while let Some((path, node)) = stack.pop() {
+                let (count, own) = node.own_weight(part);
+                total += count * path + own;
+                for (c, child) in &node.children {
+                    stack.push((path + c.len_utf8() as u64, child));
+                }
             }
-            for (c, child) in &node.children {
-                let mut p = path.clone();
-                p.push(*c);
-                stack.push((p, child));
-            }
+            return total;
         }
-        rx::alt(alternatives)
+        let (_, own) = self.own_weight(part);
+        own + self
+            .children
+            .iter()
+            .map(|(c, child)| c.len_utf8() as u64 + child.weight(part, depth + 1))
+            .sum::<u64>()
+    }
+
+    /// How many alternatives [`KeyTrie::own`] writes, and what they weigh.
+    fn own_weight(&self, part: TriePart) -> (u64, u64) {
+        let non_ascii = self.children.iter().any(|(c, _)| !c.is_ascii());
+        match part {
+            TriePart::LeaveHere => {
+                // The trie's children are distinct characters: some ASCII
+                // one is left unless they take all 94 of a key's.
+                let taken = self
+                    .children
+                    .iter()
+                    .filter(|(c, _)| (' '..='\x7F').contains(c) && *c != '"' && *c != '\\')
+                    .count();
+                let ascii = u64::from(taken < 94);
+                let other = u64::from(non_ascii);
+                (ascii + other, ascii + other * class_weight(char::MAX))
+            }
+            TriePart::BeforeNonAscii if !non_ascii => (1, 0),
+            TriePart::Short if !self.end => (1, 0),
+            TriePart::BeforeNonAscii | TriePart::Short => (0, 0),
+        }
+    }
+
+    /// `part` of every node of this subtree, as one language (`depth`:
+    /// this node's level in the whole trie). Written straight into one
+    /// text ([`KeyTrie::write`]) as [`rx::alt`] and [`rx::seq`] would
+    /// write it: composed, each level copied its subtree's text again.
+    fn part(&self, part: TriePart, depth: usize) -> Lang {
+        let mut text = String::new();
+        let written = self.write(part, depth, &mut text);
+        written.lang(text)
+    }
+
+    /// Writes [`KeyTrie::part`] at the end of `out`; what was written.
+    fn write(&self, part: TriePart, depth: usize, out: &mut String) -> Written {
+        let mut alt = Alternation::new(out);
+        if depth >= NESTED_TRIE_LEVELS {
+            // One alternative per node: its path, then its own part.
+            let mut stack: Vec<(String, &KeyTrie)> = vec![(String::new(), self)];
+            while let Some((path, node)) = stack.pop() {
+                for own in node.own(part) {
+                    alt.flat_item(out, &path, own);
+                }
+                for (c, child) in &node.children {
+                    let mut p = path.clone();
+                    p.push(*c);
+                    stack.push((p, child));
+                }
+            }
+            return alt.finish(out);
+        }
+        for own in self.own(part) {
+            alt.flat_item(out, "", own);
+        }
+        for (c, child) in &self.children {
+            let at = alt.separate(out);
+            push_escaped(out, *c);
+            let body = out.len();
+            let written = child.write(part, depth + 1, out);
+            let c_weight = c.len_utf8() as u64;
+            let item = match written.prec {
+                // The empty language: no alternative.
+                None => {
+                    out.truncate(at);
+                    continue;
+                }
+                Some(Prec::Empty) => Written::atom(0, c_weight),
+                Some(prec) => {
+                    let nest = match prec {
+                        Prec::Alt => {
+                            out.insert_str(body, "(?:");
+                            out.push(')');
+                            written.nest + 1
+                        }
+                        // A concatenation inside one adds no level.
+                        Prec::Concat => written.nest.saturating_sub(1),
+                        _ => written.nest,
+                    };
+                    Written {
+                        prec: Some(Prec::Concat),
+                        nest: nest + 1,
+                        weight: c_weight + written.weight,
+                    }
+                }
+            };
+            alt.push(item);
+        }
+        alt.finish(out)
     }
 
     /// What this node itself adds to `part`, after its path.
@@ -1522,11 +1633,190 @@ impl KeyTrie {
     }
 }
 
+/// What [`KeyTrie::write`] wrote: the precedence of its text (`None`: the
+/// empty language, nothing written) and the figures [`rx::Rx`] keeps.
+#[derive(Clone, Copy)]
+struct Written {
+    prec: Option<Prec>,
+    nest: u32,
+    weight: u64,
+}
+
+impl Written {
+    fn atom(nest: u32, weight: u64) -> Written {
+        Written {
+            prec: Some(Prec::Atom),
+            nest,
+            weight,
+        }
+    }
+
+    fn lang(self, text: String) -> Lang {
+        match self.prec {
+            None => Lang::Never,
+            Some(Prec::Empty) => Lang::empty(),
+            Some(prec) => Lang::Re(rx::Rx {
+                text,
+                prec,
+                nest: self.nest,
+                weight: self.weight,
+            }),
+        }
+    }
+}
+
+/// An alternation written in place, as [`rx::alt`] joins its parts:
+/// alternatives that are the empty string make it optional (a trie's
+/// alternatives are distinct: none is a duplicate to drop).
+struct Alternation {
+    start: usize,
+    kept: u32,
+    empty: bool,
+    /// The one alternative so far.
+    first: Written,
+    /// The deepest alternative's nest (as a member of the join).
+    nest: u32,
+    weight: u64,
+}
+
+impl Alternation {
+    fn new(out: &str) -> Alternation {
+        Alternation {
+            start: out.len(),
+            kept: 0,
+            empty: false,
+            first: Written {
+                prec: None,
+                nest: 0,
+                weight: 0,
+            },
+            nest: 0,
+            weight: 0,
+        }
+    }
+
+    /// Starts an alternative, writing the `|` before it: where it began.
+    fn separate(&self, out: &mut String) -> usize {
+        let at = out.len();
+        if self.kept > 0 {
+            out.push('|');
+        }
+        at
+    }
+
+    fn push(&mut self, item: Written) {
+        if self.kept == 0 {
+            self.first = item;
+        }
+        self.kept += 1;
+        let nest = if item.prec == Some(Prec::Alt) {
+            item.nest.saturating_sub(1)
+        } else {
+            item.nest
+        };
+        self.nest = self.nest.max(nest);
+        self.weight += item.weight;
+    }
+
+    /// `path` then `own` (one of [`KeyTrie::own`]) as an alternative.
+    fn flat_item(&mut self, out: &mut String, path: &str, own: Lang) {
+        let Lang::Re(own) = own else {
+            return;
+        };
+        let chars = path.chars().count();
+        if own.prec == Prec::Empty && chars == 0 {
+            self.empty = true;
+            return;
+        }
+        self.separate(out);
+        for c in path.chars() {
+            push_escaped(out, c);
+        }
+        out.push_str(&own.text);
+        let path_weight = path.len() as u64;
+        // A literal of one character is an atom of nest 0, of more a
+        // concatenation of nest 1.
+        let item = match (chars, own.prec) {
+            (0, _) => Written::atom(own.nest, own.weight),
+            (1, Prec::Empty) => Written::atom(0, path_weight),
+            (_, Prec::Empty) => Written {
+                prec: Some(Prec::Concat),
+                nest: 1,
+                weight: path_weight,
+            },
+            (_, prec) => {
+                let nest = match prec {
+                    Prec::Alt => own.nest + 1,
+                    Prec::Concat => own.nest.saturating_sub(1),
+                    _ => own.nest,
+                };
+                Written {
+                    prec: Some(Prec::Concat),
+                    nest: nest + 1,
+                    weight: path_weight + own.weight,
+                }
+            }
+        };
+        self.push(item);
+    }
+
+    /// The alternation, made optional where the empty string is in it.
+    fn finish(self, out: &mut String) -> Written {
+        let joined = match self.kept {
+            0 => {
+                out.truncate(self.start);
+                return Written {
+                    prec: self.empty.then_some(Prec::Empty),
+                    nest: 0,
+                    weight: 0,
+                };
+            }
+            1 => self.first,
+            _ => Written {
+                prec: Some(Prec::Alt),
+                nest: self.nest + 1,
+                weight: self.weight,
+            },
+        };
+        if !self.empty {
+            return joined;
+        }
+        // `x?`, or `(?:x)?` where `x` is no atom.
+        let nest = if joined.prec == Some(Prec::Atom) {
+            out.push('?');
+            joined.nest + 1
+        } else {
+            out.insert_str(self.start, "(?:");
+            out.push_str(")?");
+            joined.nest + 2
+        };
+        Written {
+            prec: Some(Prec::Quantified),
+            nest,
+            weight: joined.weight,
+        }
+    }
+}
+
+/// `c` as a literal of a regex.
+fn push_escaped(out: &mut String, c: char) {
+    if regex_syntax::is_meta_character(c) {
+        out.push('\\');
+    }
+    out.push(c);
+}
+
 /// The ASCII characters an unescaped JSON string holds (space to DEL but
 /// `"` and `\`) other than the `children`'s, as a class; `None` when no
 /// character is left.
 fn ascii_key_class_without(children: &[(char, KeyTrie)]) -> Option<String> {
-    let allowed = |b: u8| b != b'"' && b != b'\\' && !children.iter().any(|(c, _)| *c == b as char);
+    let mut taken = [false; 128];
+    for (c, _) in children {
+        if c.is_ascii() {
+            taken[*c as usize] = true;
+        }
+    }
+    let allowed = |b: u8| b != b'"' && b != b'\\' && !taken[b as usize];
     let mut class = String::from("[");
     let mut b = 0x20u8;
     while b <= 0x7F {
@@ -1554,7 +1844,10 @@ fn push_class_char(class: &mut String, b: u8) {
     if b == 0x7F {
         class.push_str("\\x7F");
     } else {
-        regex_syntax::escape_into(&(b as char).to_string(), class);
+        if regex_syntax::is_meta_character(b as char) {
+            class.push('\\');
+        }
+        class.push(b as char);
     }
 }
 
@@ -1670,7 +1963,7 @@ mod tests {
             format!("{}z", &stem[..NESTED_TRIE_LEVELS - 1]),
             "q".repeat(3 * NESTED_TRIE_LEVELS),
         ];
-        let Lang::Re(rx) = key_complement(&names) else {
+        let Lang::Re(rx) = key_complement(&names).1 else {
             panic!("no key at all");
         };
         let letters: usize = names.iter().map(|n| n.chars().count()).sum();
@@ -1712,7 +2005,7 @@ mod tests {
             .collect();
         for k in [0, 1, 3, names.len()] {
             let excluded = &names[k.min(names.len())..];
-            let Lang::Re(rx) = key_complement(excluded) else {
+            let Lang::Re(rx) = key_complement(excluded).1 else {
                 panic!("no key at all");
             };
             let tail = format!("{}*", super::super::ecma::UNESCAPED_CLASS);
@@ -1727,6 +2020,137 @@ mod tests {
                     .collect();
                 let expected = !excluded.contains(&key);
                 assert_eq!(re.is_match(&key), expected, "{key:?} against {excluded:?}");
+            }
+        }
+    }
+
+    /// What a quoted key complement tells of itself without being parsed
+    /// (a verbatim rule's figures) is what its syntax tree measures, or a
+    /// little more: never less, so no lexeme is charged less than it costs.
+    #[test]
+    fn a_key_complement_knows_its_measure() {
+        let stem = "a".repeat(NESTED_TRIE_LEVELS + 6);
+        let sets: Vec<Vec<String>> = vec![
+            vec!["a".into()],
+            vec![
+                "".into(),
+                "ab".into(),
+                "abc".into(),
+                "dé".into(),
+                "x-y".into(),
+            ],
+            vec![format!("{stem}b"), format!("{stem}é"), "q".repeat(40)],
+            [
+                "apiVersion",
+                "kind",
+                "metadata",
+                "spec",
+                "status",
+                "annotations",
+                "labels",
+                "name",
+                "namespace",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ];
+        for names in sets {
+            let (lang, verbatim) = quoted_key_complement(&names);
+            let text = lang.text().expect("a key");
+            let tree = crate::syntax::parse(text, 1 << 12).unwrap();
+            let measure = crate::regular::Measure::of(&tree);
+            assert!(!verbatim.nullable);
+            assert_eq!(
+                tree.properties().minimum_len() == Some(0),
+                verbatim.nullable
+            );
+            assert!(
+                verbatim.weight >= measure.weight && verbatim.weight <= 2 * measure.weight,
+                "{names:?}: {} for {}",
+                verbatim.weight,
+                measure.weight
+            );
+            assert!(
+                verbatim.depth >= measure.depth,
+                "{names:?}: {} for {}",
+                verbatim.depth,
+                measure.depth
+            );
+        }
+    }
+
+    /// [`KeyTrie::part`] as the combinators write it, level by level (what
+    /// [`KeyTrie::write`] writes in one pass).
+    fn composed(node: &KeyTrie, part: TriePart, depth: usize) -> Lang {
+        if depth >= NESTED_TRIE_LEVELS {
+            let mut alternatives = Vec::new();
+            let mut stack: Vec<(String, &KeyTrie)> = vec![(String::new(), node)];
+            while let Some((path, node)) = stack.pop() {
+                for own in node.own(part) {
+                    alternatives.push(rx::seq([Lang::lit(&path), own]));
+                }
+                for (c, child) in &node.children {
+                    let mut p = path.clone();
+                    p.push(*c);
+                    stack.push((p, child));
+                }
+            }
+            return rx::alt(alternatives);
+        }
+        let mut alternatives = node.own(part);
+        for (c, child) in &node.children {
+            alternatives.push(rx::seq([
+                Lang::lit(&c.to_string()),
+                composed(child, part, depth + 1),
+            ]));
+        }
+        rx::alt(alternatives)
+    }
+
+    /// The trie's text written in one pass is the combinators' text, with
+    /// their precedence, nest and weight, for every part, at every level
+    /// (names deeper than the nested levels, non-ASCII, meta characters,
+    /// names that are prefixes of others, the empty name).
+    #[test]
+    fn a_trie_written_in_one_pass_is_the_composed_one() {
+        let alphabet = ['a', 'b', '.', '(', 'é', '\u{1F600}', 'z', '-', ' ', '*'];
+        let mut rng = SplitMix64(11);
+        for round in 0..300 {
+            let mut trie = KeyTrie::default();
+            let count = 1 + rng.below(12);
+            for _ in 0..count {
+                let len = match round % 3 {
+                    0 => rng.below(4),
+                    1 => rng.below(10),
+                    _ => NESTED_TRIE_LEVELS - 2 + rng.below(6),
+                };
+                let name: String = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                trie.insert(&name);
+            }
+            for part in [
+                TriePart::LeaveHere,
+                TriePart::BeforeNonAscii,
+                TriePart::Short,
+            ] {
+                for depth in [0, NESTED_TRIE_LEVELS - 1, NESTED_TRIE_LEVELS] {
+                    let (one, reference) = (trie.part(part, depth), composed(&trie, part, depth));
+                    match (&one, &reference) {
+                        (Lang::Never, Lang::Never) => {}
+                        (Lang::Re(a), Lang::Re(b)) => {
+                            assert_eq!(a.text, b.text);
+                            assert_eq!(
+                                (a.prec, a.nest, a.weight),
+                                (b.prec, b.nest, b.weight),
+                                "{}",
+                                a.text
+                            );
+                        }
+                        _ => panic!("{one:?} against {reference:?}"),
+                    }
+                }
             }
         }
     }

@@ -1759,3 +1759,66 @@ fn a_deep_ref_chain_lowers_on_a_small_stack() {
     let e = lower(limit).unwrap_err();
     assert!(matches!(e, GrammarError::LimitExceeded { .. }), "{e}");
 }
+
+/// The key of an object's extra members (any string but its property
+/// names) is a long regex: in context-free mode it is one verbatim rule
+/// per set of names, kept unparsed by the piece split in the place of each
+/// reference to it, and the language is the same.
+#[test]
+fn an_extra_members_key_is_one_verbatim_rule_per_set_of_names() {
+    let names: Vec<String> = (0..40).map(|i| format!("property_{i}")).collect();
+    let object = |value: Value| {
+        let properties: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| (n.clone(), json!({"type": "string"})))
+            .collect();
+        json!({"type": "object", "properties": properties, "additionalProperties": value})
+    };
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "a": object(json!({"type": "integer"})),
+            "b": object(json!({"type": "boolean"})),
+        },
+        "additionalProperties": false
+    });
+    let g = schema_to_grammar(
+        &schema.to_string(),
+        &SpecOptions::default(),
+        2,
+        &LoweringLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(g.verbatim.len(), 1, "{:?}", g.rule_sources);
+    let (rule, verbatim) = g.verbatim[0];
+    assert!(!verbatim.nullable);
+    assert!(g.rules[rule].len() >= 512, "{} bytes", g.rules[rule].len());
+    let pieces = g.to_pieces().unwrap();
+    let mut in_place = 0;
+    for (i, alternatives) in pieces.rules.iter().enumerate() {
+        for piece in alternatives.iter().flatten() {
+            assert_ne!(
+                *piece,
+                crate::pieces::Piece::Rule(rule + 1),
+                "rule {i} refers to it"
+            );
+            if i != rule + 1 && matches!(piece, crate::pieces::Piece::Verbatim { .. }) {
+                in_place += 1;
+            }
+        }
+    }
+    // An extra member first or after another, in each object.
+    assert!(in_place >= 2, "{in_place} in place");
+    check_cf(
+        schema,
+        &[
+            r#"{"a":{"property_1":"x","property_12x":3},"b":{"other":true}}"#,
+            r#"{"a":{"property_":1,"property_400":2}}"#,
+        ],
+        &[
+            r#"{"a":{"property_1":3}}"#,
+            r#"{"b":{"property_39":true}}"#,
+            r#"{"a":{"x":true}}"#,
+        ],
+    );
+}
