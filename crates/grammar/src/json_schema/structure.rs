@@ -1519,14 +1519,7 @@ impl KeyTrie {
         let non_ascii = self.children.iter().any(|(c, _)| !c.is_ascii());
         match part {
             TriePart::LeaveHere => {
-                // The trie's children are distinct characters: some ASCII
-                // one is left unless they take all 94 of a key's.
-                let taken = self
-                    .children
-                    .iter()
-                    .filter(|(c, _)| (' '..='\x7F').contains(c) && *c != '"' && *c != '\\')
-                    .count();
-                let ascii = u64::from(taken < 94);
+                let ascii = u64::from(self.leaves_ascii());
                 let other = u64::from(non_ascii);
                 (ascii + other, ascii + other * class_weight(char::MAX))
             }
@@ -1553,9 +1546,7 @@ impl KeyTrie {
             // One alternative per node: its path, then its own part.
             let mut stack: Vec<(String, &KeyTrie)> = vec![(String::new(), self)];
             while let Some((path, node)) = stack.pop() {
-                for own in node.own(part) {
-                    alt.flat_item(out, &path, own);
-                }
+                node.write_own(part, &path, out, &mut alt);
                 for (c, child) in &node.children {
                     let mut p = path.clone();
                     p.push(*c);
@@ -1564,9 +1555,7 @@ impl KeyTrie {
             }
             return alt.finish(out);
         }
-        for own in self.own(part) {
-            alt.flat_item(out, "", own);
-        }
+        self.write_own(part, "", out, &mut alt);
         for (c, child) in &self.children {
             let at = alt.separate(out);
             push_escaped(out, *c);
@@ -1603,7 +1592,56 @@ impl KeyTrie {
         alt.finish(out)
     }
 
-    /// What this node itself adds to `part`, after its path.
+    /// What this node itself adds to `part`, after `path`, as
+    /// alternatives of `alt`: for [`TriePart::LeaveHere`], a class of the
+    /// ASCII characters no name continues with here (if any is left) and
+    /// one of the non-ASCII characters but those a name continues with
+    /// (if any does); for the other parts, the empty string where this
+    /// node has one.
+    fn write_own(&self, part: TriePart, path: &str, out: &mut String, alt: &mut Alternation) {
+        let non_ascii = self.children.iter().any(|(c, _)| !c.is_ascii());
+        match part {
+            TriePart::LeaveHere => {
+                if self.leaves_ascii() {
+                    alt.item(out, path, Some(1), |out| {
+                        push_ascii_key_class_without(&self.children, out)
+                    });
+                }
+                if non_ascii {
+                    alt.item(out, path, Some(3), |out| {
+                        out.push('[');
+                        out.push_str(NON_ASCII_CLASS);
+                        out.push_str("--[");
+                        for (c, _) in self.children.iter().filter(|(c, _)| !c.is_ascii()) {
+                            out.push_str("\\x{");
+                            out.push_str(&format!("{:X}", *c as u32));
+                            out.push('}');
+                        }
+                        out.push_str("]]");
+                    });
+                }
+            }
+            TriePart::BeforeNonAscii if !non_ascii => alt.item(out, path, None, |_| {}),
+            TriePart::Short if !self.end => alt.item(out, path, None, |_| {}),
+            TriePart::BeforeNonAscii | TriePart::Short => {}
+        }
+    }
+
+    /// Whether some ASCII character of a key continues no name here: the
+    /// trie's children are distinct characters, so one is left unless
+    /// they take all 94.
+    fn leaves_ascii(&self) -> bool {
+        let taken = self
+            .children
+            .iter()
+            .filter(|(c, _)| (' '..='\x7F').contains(c) && *c != '"' && *c != '\\')
+            .count();
+        taken < 94
+    }
+
+    /// [`KeyTrie::write_own`]'s alternatives as languages, composed (the
+    /// reference the one-pass writer is checked against).
+    #[cfg(test)]
     fn own(&self, part: TriePart) -> Vec<Lang> {
         let non_ascii: Vec<char> = self
             .children
@@ -1718,13 +1756,18 @@ impl Alternation {
         self.weight += item.weight;
     }
 
-    /// `path` then `own` (one of [`KeyTrie::own`]) as an alternative.
-    fn flat_item(&mut self, out: &mut String, path: &str, own: Lang) {
-        let Lang::Re(own) = own else {
-            return;
-        };
+    /// `path` then an own part of its node ([`KeyTrie::write_own`]) as an
+    /// alternative: a class of nest `own` that `write_own` writes, or the
+    /// empty string where `own` is `None`.
+    fn item(
+        &mut self,
+        out: &mut String,
+        path: &str,
+        own: Option<u32>,
+        write_own: impl FnOnce(&mut String),
+    ) {
         let chars = path.chars().count();
-        if own.prec == Prec::Empty && chars == 0 {
+        if own.is_none() && chars == 0 {
             self.empty = true;
             return;
         }
@@ -1732,30 +1775,25 @@ impl Alternation {
         for c in path.chars() {
             push_escaped(out, c);
         }
-        out.push_str(&own.text);
+        let before = out.len();
+        write_own(out);
+        let own_weight = (out.len() - before) as u64;
         let path_weight = path.len() as u64;
         // A literal of one character is an atom of nest 0, of more a
-        // concatenation of nest 1.
-        let item = match (chars, own.prec) {
-            (0, _) => Written::atom(own.nest, own.weight),
-            (1, Prec::Empty) => Written::atom(0, path_weight),
-            (_, Prec::Empty) => Written {
+        // concatenation of nest 1; a class is an atom.
+        let item = match (chars, own) {
+            (0, Some(nest)) => Written::atom(nest, own_weight),
+            (1, None) => Written::atom(0, path_weight),
+            (_, None) => Written {
                 prec: Some(Prec::Concat),
                 nest: 1,
                 weight: path_weight,
             },
-            (_, prec) => {
-                let nest = match prec {
-                    Prec::Alt => own.nest + 1,
-                    Prec::Concat => own.nest.saturating_sub(1),
-                    _ => own.nest,
-                };
-                Written {
-                    prec: Some(Prec::Concat),
-                    nest: nest + 1,
-                    weight: path_weight + own.weight,
-                }
-            }
+            (_, Some(nest)) => Written {
+                prec: Some(Prec::Concat),
+                nest: nest + 1,
+                weight: path_weight + own_weight,
+            },
         };
         self.push(item);
     }
@@ -1806,10 +1844,19 @@ fn push_escaped(out: &mut String, c: char) {
     out.push(c);
 }
 
-/// The ASCII characters an unescaped JSON string holds (space to DEL but
-/// `"` and `\`) other than the `children`'s, as a class; `None` when no
-/// character is left.
+/// [`push_ascii_key_class_without`]'s class; `None` when no character is
+/// left.
+#[cfg(test)]
 fn ascii_key_class_without(children: &[(char, KeyTrie)]) -> Option<String> {
+    let mut class = String::new();
+    push_ascii_key_class_without(children, &mut class);
+    (class.len() > 2).then_some(class)
+}
+
+/// Writes the ASCII characters an unescaped JSON string holds (space to
+/// DEL but `"` and `\`) other than the `children`'s, as a class (`[]`
+/// when none is left: callers ask [`KeyTrie::leaves_ascii`] first).
+fn push_ascii_key_class_without(children: &[(char, KeyTrie)], class: &mut String) {
     let mut taken = [false; 128];
     for (c, _) in children {
         if c.is_ascii() {
@@ -1817,7 +1864,7 @@ fn ascii_key_class_without(children: &[(char, KeyTrie)]) -> Option<String> {
         }
     }
     let allowed = |b: u8| b != b'"' && b != b'\\' && !taken[b as usize];
-    let mut class = String::from("[");
+    class.push('[');
     let mut b = 0x20u8;
     while b <= 0x7F {
         if !allowed(b) {
@@ -1828,14 +1875,14 @@ fn ascii_key_class_without(children: &[(char, KeyTrie)]) -> Option<String> {
         while b < 0x7F && allowed(b + 1) {
             b += 1;
         }
-        push_class_char(&mut class, start);
+        push_class_char(class, start);
         if b > start {
             class.push('-');
-            push_class_char(&mut class, b);
+            push_class_char(class, b);
         }
         b += 1;
     }
-    (class.len() > 1).then(|| class + "]")
+    class.push(']');
 }
 
 /// ASCII `b` as a class member: printable ones as themselves (escaped
