@@ -13,13 +13,14 @@
 # how callgrind splits work between it and the rest moved by ~5% between
 # two runs of one build, so compare totals); loading the tokenizer; and
 # earley's compile stages that callgrind attributes stably (the piece
-# split, `Lowering::pieces`, freeing the piece grammar). Needs valgrind
+# split, `Lowering::pieces`, freeing the piece grammar), and the JSON
+# Schema lowering before them. Needs valgrind
 # (apt: valgrind). TOKENIZER overrides the Llama 3 tokenizer path, BACKEND
 # the backend (default earley).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 bin=$1
@@ -49,8 +50,10 @@ callgrind_annotate --inclusive=yes --threshold=100 "$work/cg.out" 2>/dev/null | 
     /SchemaGrammar>::to_pieces \[/ && !sp { sp = g($1) }
     /Lowering::pieces \[/ && !pieces { pieces = g($1) }
     /drop_in_place<tokensieve_grammar::pieces::PieceGrammar> \[/ && !free { free = g($1) }
+    /lower::lower_document_cf \[/ && !low { low = g($1) }
     END {
         printf "total %.3f G  masks %.3f G  tokenizer %.3f G\n", total, masks, tok
         printf "compile stages %.3f G: piece split %.3f, Lowering::pieces %.3f, freeing pieces %.3f\n",
             sp + pieces + free, sp, pieces, free
+        printf "JSON Schema lowering %.3f G\n", low
     }'
