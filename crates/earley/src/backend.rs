@@ -513,6 +513,45 @@ mod tests {
             .count()
     }
 
+    /// `c` compiled cold with lexemes made when first entered, and with
+    /// lexemes made at compile.
+    fn deferred_and_eager(
+        vocab: &Arc<Vocabulary>,
+        c: &Constraint,
+    ) -> (EarleyGrammar, EarleyGrammar) {
+        let compile = |defer_lexemes| {
+            let config = EarleyConfig {
+                shared_lexemes: false,
+                defer_lexemes,
+                ..EarleyConfig::default()
+            };
+            EarleyBackend::new(vocab.clone(), config)
+                .compile_earley(c, &CancelToken::new())
+                .unwrap()
+        };
+        (compile(true), compile(false))
+    }
+
+    /// Steps matchers of both grammars through `steps`, the masks equal
+    /// before each; both matchers, past them.
+    fn same_masks(
+        vocab: &Vocabulary,
+        (deferred, eager): (&EarleyGrammar, &EarleyGrammar),
+        steps: &[&[u8]],
+    ) -> (EarleyMatcher, EarleyMatcher) {
+        let words = vocab.mask_words();
+        let (mut m, mut reference) = (deferred.earley_matcher(), eager.earley_matcher());
+        for text in steps {
+            let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
+            m.fill_bitmask(&mut a);
+            reference.fill_bitmask(&mut b);
+            assert_eq!(a, b, "the masks before {:?}", String::from_utf8_lossy(text));
+            m.accept_bytes(text).unwrap();
+            reference.accept_bytes(text).unwrap();
+        }
+        (m, reference)
+    }
+
     /// A lexeme's NFA is made when a mask or a step first enters the
     /// lexeme: none at compile, and never those of alternatives the output
     /// does not reach; the masks are those of lexemes made at compile.
@@ -521,32 +560,12 @@ mod tests {
         let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
         let grammar = r#"root ::= "[" root "]" | "{" root "}" | "x" [0-9]* | "y" [a-z]*"#;
         let c = Constraint::ebnf(grammar, "root");
-        let config = |defer_lexemes| EarleyConfig {
-            shared_lexemes: false,
-            defer_lexemes,
-            ..EarleyConfig::default()
-        };
-        let deferred = EarleyBackend::new(vocab.clone(), config(true))
-            .compile_earley(&c, &CancelToken::new())
-            .unwrap();
-        let eager = EarleyBackend::new(vocab.clone(), config(false))
-            .compile_earley(&c, &CancelToken::new())
-            .unwrap();
+        let (deferred, eager) = deferred_and_eager(&vocab, &c);
         let lexemes = deferred.sizes().0;
         assert!(lexemes >= 6, "{lexemes} lexemes");
         assert_eq!(made(&deferred), 0);
         assert_eq!(made(&eager), lexemes);
-
-        let words = vocab.mask_words();
-        let (mut m, mut reference) = (deferred.earley_matcher(), eager.earley_matcher());
-        for text in [&b"["[..], b"[", b"x1", b"2"] {
-            let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
-            m.fill_bitmask(&mut a);
-            reference.fill_bitmask(&mut b);
-            assert_eq!(a, b, "the masks before {:?}", String::from_utf8_lossy(text));
-            m.accept_bytes(text).unwrap();
-            reference.accept_bytes(text).unwrap();
-        }
+        same_masks(&vocab, (&deferred, &eager), &[b"[", b"[", b"x1", b"2"]);
         // Entered: "[", "{", "x…", "y…" (predicted at every open bracket)
         // and "]" (after the value). Never: "}".
         let entered = made(&deferred);
@@ -602,29 +621,11 @@ mod tests {
             properties.join(", ")
         );
         let c = Constraint::json_schema(schema);
-        let config = |defer_lexemes| EarleyConfig {
-            shared_lexemes: false,
-            defer_lexemes,
-            ..EarleyConfig::default()
-        };
-        let deferred = EarleyBackend::new(vocab.clone(), config(true))
-            .compile_earley(&c, &CancelToken::new())
-            .unwrap();
-        let eager = EarleyBackend::new(vocab.clone(), config(false))
-            .compile_earley(&c, &CancelToken::new())
-            .unwrap();
+        let (deferred, eager) = deferred_and_eager(&vocab, &c);
         assert_eq!(made(&deferred), 0);
-        let words = vocab.mask_words();
-        let (mut m, mut reference) = (deferred.earley_matcher(), eager.earley_matcher());
         let text = br#"{"inner": {"property_1": "x", "property_12x": 3, "z": 4}}"#;
-        for &byte in text.iter() {
-            let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
-            m.fill_bitmask(&mut a);
-            reference.fill_bitmask(&mut b);
-            assert_eq!(a, b, "the masks before {:?}", byte as char);
-            m.accept_bytes(&[byte]).unwrap();
-            reference.accept_bytes(&[byte]).unwrap();
-        }
+        let bytes: Vec<&[u8]> = text.chunks(1).collect();
+        let (m, reference) = same_masks(&vocab, (&deferred, &eager), &bytes);
         assert!(m.is_accepting() && reference.is_accepting());
         // A named property is no extra member: its value is a string.
         let mut m = deferred.earley_matcher();

@@ -418,6 +418,16 @@ pub(crate) struct Rules {
     placeholders_free: Option<bool>,
 }
 
+impl Rules {
+    /// A new rule for `key` whose body is `text`: its id.
+    fn add(&mut self, key: (RuleTarget, u32), text: &str) -> usize {
+        let id = self.bodies.len();
+        self.bodies.push(Some(text.to_owned()));
+        self.index.insert(key, id);
+        id
+    }
+}
+
 /// The result of the context-free lowering: regexes in which the characters
 /// [`placeholder`](crate::compose::placeholder)`(i)` stand for rule `i`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -827,9 +837,7 @@ impl<'a> Lowerer<'a> {
         let Some(text) = lang.text() else {
             return lang;
         };
-        let id = rules.bodies.len();
-        rules.bodies.push(Some(text.to_owned()));
-        rules.index.insert(key, id);
+        let id = rules.add(key, text);
         rules.verbatim.push((id, verbatim));
         placeholder_lang(id)
     }
@@ -953,10 +961,7 @@ impl<'a> Lowerer<'a> {
         let Some(text) = lang.text() else {
             return lang;
         };
-        let id = rules.bodies.len();
-        rules.bodies.push(Some(text.to_owned()));
-        rules.index.insert(key, id);
-        placeholder_lang(id)
+        placeholder_lang(rules.add(key, text))
     }
 
     fn lower_nodes_inner(
