@@ -1627,16 +1627,9 @@ impl KeyTrie {
         }
     }
 
-    /// Whether some ASCII character of a key continues no name here: the
-    /// trie's children are distinct characters, so one is left unless
-    /// they take all 94.
+    /// Whether some ASCII character of a key continues no name here.
     fn leaves_ascii(&self) -> bool {
-        let taken = self
-            .children
-            .iter()
-            .filter(|(c, _)| (' '..='\x7F').contains(c) && *c != '"' && *c != '\\')
-            .count();
-        taken < 94
+        ascii_key_chars_without(&self.children) != 0
     }
 
     /// [`KeyTrie::write_own`]'s alternatives as languages, composed (the
@@ -1857,32 +1850,31 @@ fn ascii_key_class_without(children: &[(char, KeyTrie)]) -> Option<String> {
 /// DEL but `"` and `\`) other than the `children`'s, as a class (`[]`
 /// when none is left: callers ask [`KeyTrie::leaves_ascii`] first).
 fn push_ascii_key_class_without(children: &[(char, KeyTrie)], class: &mut String) {
-    let mut taken = [false; 128];
-    for (c, _) in children {
-        if c.is_ascii() {
-            taken[*c as usize] = true;
-        }
-    }
-    let allowed = |b: u8| b != b'"' && b != b'\\' && !taken[b as usize];
+    let mut left = ascii_key_chars_without(children);
     class.push('[');
-    let mut b = 0x20u8;
-    while b <= 0x7F {
-        if !allowed(b) {
-            b += 1;
-            continue;
-        }
-        let start = b;
-        while b < 0x7F && allowed(b + 1) {
-            b += 1;
-        }
-        push_class_char(class, start);
-        if b > start {
+    // Each run of set bits is a range of the class.
+    while left != 0 {
+        let start = left.trailing_zeros();
+        let len = (!(left >> start)).trailing_zeros();
+        let end = start + len - 1;
+        push_class_char(class, start as u8);
+        if end > start {
             class.push('-');
-            push_class_char(class, b);
+            push_class_char(class, end as u8);
         }
-        b += 1;
+        left &= !(((1u128 << len) - 1) << start);
     }
     class.push(']');
+}
+
+/// The ASCII characters an unescaped JSON string holds (space to DEL but
+/// `"` and `\`) other than the `children`'s, as bits by code.
+fn ascii_key_chars_without(children: &[(char, KeyTrie)]) -> u128 {
+    let key_chars = (u128::MAX << 0x20) & !(1 << b'"') & !(1 << b'\\');
+    children
+        .iter()
+        .filter(|(c, _)| c.is_ascii())
+        .fold(key_chars, |left, (c, _)| left & !(1 << *c as u32))
 }
 
 /// ASCII `b` as a class member: printable ones as themselves (escaped
@@ -2198,6 +2190,46 @@ mod tests {
                         _ => panic!("{one:?} against {reference:?}"),
                     }
                 }
+            }
+        }
+    }
+
+    /// The class of a node's ASCII leaving characters, written from a bit
+    /// set, holds exactly the characters a key may hold and no child
+    /// continues with.
+    #[test]
+    fn an_ascii_leaving_class_is_every_other_key_character() {
+        let mut rng = SplitMix64(5);
+        for round in 0..500 {
+            let mut children: Vec<(char, KeyTrie)> = Vec::new();
+            let count = if round % 50 == 0 { 96 } else { rng.below(12) };
+            for _ in 0..count {
+                let c = match rng.below(4) {
+                    0 => ['"', '\\', ' ', '\x7F', '-', ']', '['][rng.below(7)],
+                    1 => 'é',
+                    _ => char::from(0x20 + rng.below(96) as u8),
+                };
+                if !children.iter().any(|(k, _)| *k == c) {
+                    children.push((c, KeyTrie::default()));
+                }
+            }
+            let class = ascii_key_class_without(&children);
+            let expected: Vec<char> = (0x20u8..=0x7F)
+                .map(char::from)
+                .filter(|&c| c != '"' && c != '\\' && !children.iter().any(|(k, _)| *k == c))
+                .collect();
+            let Some(class) = class else {
+                assert!(expected.is_empty(), "no class for {expected:?}");
+                continue;
+            };
+            let re = regex_automata::meta::Regex::new(&format!("^{class}$")).unwrap();
+            for b in 0u8..=0x7F {
+                let c = char::from(b);
+                assert_eq!(
+                    re.is_match(&c.to_string()),
+                    expected.contains(&c),
+                    "{class} at {c:?}"
+                );
             }
         }
     }
