@@ -346,24 +346,25 @@ impl<'a> Lowering<'a> {
         if join && run.len() > 1 && self.fits_lazily_in(joined, max) {
             let key: String = run.iter().map(|(r, _)| format!("(?:{r})")).collect();
             let id = self.lazy_id(&key, Some(joined.weight), || {
-                let mut trees = Vec::with_capacity(run.len());
-                for (_, part) in run.iter() {
-                    match part {
-                        Part::Tree(tree) => trees.push((**tree).clone()),
-                        // The joined text is the regex, parsed when made.
-                        Part::Text(_) => {
-                            let nullable = run.iter().all(|(_, part)| match part {
-                                Part::Tree(tree) => LazyDfa::matches_empty(tree),
-                                Part::Text(v) => v.nullable,
-                            });
-                            return Ok(Unmade::Text {
-                                weight: joined.weight,
-                                nullable,
-                            });
-                        }
-                    }
+                let trees: Option<Vec<Hir>> = run
+                    .iter()
+                    .map(|(_, part)| match part {
+                        Part::Tree(tree) => Some((**tree).clone()),
+                        Part::Text(_) => None,
+                    })
+                    .collect();
+                if let Some(trees) = trees {
+                    return Ok(Unmade::Tree(Arc::new(Hir::concat(trees))));
                 }
-                Ok(Unmade::Tree(Arc::new(Hir::concat(trees))))
+                // The joined text is the regex, parsed when made.
+                let nullable = run.iter().all(|(_, part)| match part {
+                    Part::Tree(tree) => LazyDfa::matches_empty(tree),
+                    Part::Text(v) => v.nullable,
+                });
+                Ok(Unmade::Text {
+                    weight: joined.weight,
+                    nullable,
+                })
             })?;
             self.syms.push(Sym::Lex(id));
             run.clear();
