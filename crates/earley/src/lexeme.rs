@@ -24,7 +24,7 @@
 //! ([`crate::EarleyConfig::shared_lexemes`] turns this off for a cold
 //! benchmark).
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex_syntax::hir::Hir;

@@ -9,7 +9,7 @@
 //! ws`) are merged into one. What is left are the rules that really
 //! recurse; the parser only works at their boundaries.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use regex_syntax::hir::Hir;

@@ -17,7 +17,7 @@
 //! Aycock–Horspool way (predicting a nullable rule also moves past it), so
 //! completion never looks into the set being built.
 
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 

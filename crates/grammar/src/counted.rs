@@ -28,7 +28,8 @@
 //! JSON string characters and the closing quote are all of that;
 //! [`LazyCounted::build`] says `None` otherwise.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use hashbrown::{HashMap, HashSet};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -466,7 +467,7 @@ fn prefix_free(dfa: &LazyDfa) -> bool {
             .filter(|&b| !std::mem::replace(&mut seen[dfa.classes()[b as usize] as usize], true))
             .collect()
     };
-    let mut seen = HashSet::from([start]);
+    let mut seen: HashSet<u32> = HashSet::from_iter([start]);
     let mut queue = VecDeque::from([start]);
     while let Some(s) = queue.pop_front() {
         let accepting = dfa.is_accepting(s);

@@ -18,7 +18,7 @@
 //! whose identical subtrees are made once (the continuation bytes of a
 //! wide class: `[80-BF]` to the same state).
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::rc::Rc;
 
 use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind};

@@ -16,7 +16,7 @@
 //! making them: the transition is dead, which narrows the language, and
 //! [`LazyProduct::exhausted`] says so, as [`LazyDfa::exhausted`] does.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

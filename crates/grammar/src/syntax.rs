@@ -13,7 +13,7 @@
 //! repetition, a text that nests deep, and every error) it answers with
 //! regex-syntax's parse, so the language and the errors are regex-syntax's.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use regex_syntax::hir::{Capture, Class, ClassUnicode, ClassUnicodeRange, Dot, Hir, Repetition};
 

@@ -7,8 +7,8 @@ use super::LoweringLimits;
 use super::layout::{Layout, key_text};
 use super::rx::{self, Lang};
 use crate::pieces::Verbatim;
+use hashbrown::HashMap;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use tokensieve_core::{GrammarError, SpecOptions};
 
 // JSON value kinds, as bits. Numbers split into integral and non-integral

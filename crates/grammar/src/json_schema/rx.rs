@@ -6,7 +6,7 @@
 //! swallows sequences, which is how unsatisfiable sub-schemas (`false`, a
 //! pruned recursion, an enum filtered to nothing) drop out of the result.
 
-use std::collections::HashSet;
+use hashbrown::HashSet;
 
 /// How tightly a fragment's text binds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,11 +234,12 @@ pub(crate) fn alt(parts: impl IntoIterator<Item = Lang>) -> Lang {
     // trie nests a dozen alternations: copies at every level were most of
     // its cost).
     if kept.len() > 1 {
-        let mut seen: HashSet<&str> = HashSet::with_capacity(kept.len());
-        let first: Vec<bool> = kept
-            .iter()
-            .map(|rx| seen.insert(rx.text.as_str()))
-            .collect();
+        let first: Vec<bool> = {
+            let mut seen: HashSet<&str> = HashSet::with_capacity(kept.len());
+            kept.iter()
+                .map(|rx| seen.insert(rx.text.as_str()))
+                .collect()
+        };
         if first.iter().any(|&f| !f) {
             let mut keep = first.into_iter();
             kept.retain(|_| keep.next().unwrap_or(false));
