@@ -170,6 +170,8 @@ pub fn split_with(
         verbatim: vec![None; rules.len() + 1],
         limits,
     };
+    // One memo for every text: a definition inlined in two rules is read once.
+    let mut memo = crate::syntax::Memo::default();
     for &(r, v) in verbatim {
         let Some(text) = rules.get(r) else {
             return Err(GrammarError::InvalidSpec(format!(
@@ -196,7 +198,7 @@ pub fn split_with(
         {
             let mut nullable = true;
             for regex in regexes {
-                let hir = parse(regex, limits, i)?;
+                let hir = parse(regex, limits, i, &mut memo)?;
                 if mentions_rule(&hir) {
                     return Err(GrammarError::InvalidSpec(format!(
                         "rule {i} of a regex grammar: an intersection of regexes with rule references"
@@ -210,7 +212,7 @@ pub fn split_with(
             }]];
             continue;
         }
-        let hir = parse(text, limits, i)?;
+        let hir = parse(text, limits, i, &mut memo)?;
         let alternatives = match s.walk(hir)? {
             Walked::Plain(hir) => vec![vec![plain(hir)?]],
             Walked::Pieces(pieces) => vec![pieces],
@@ -220,9 +222,15 @@ pub fn split_with(
     Ok(PieceGrammar { rules: s.rules })
 }
 
-/// Rule `i`'s regex `text`, parsed.
-fn parse(text: &str, limits: &PieceLimits, i: usize) -> Result<Hir, GrammarError> {
-    crate::syntax::parse(text, limits.max_nest).map_err(|e| GrammarError::InvalidRegex {
+/// Rule `i`'s regex `text`, parsed (with what `memo` kept of the rules
+/// parsed before).
+fn parse<'a>(
+    text: &'a str,
+    limits: &PieceLimits,
+    i: usize,
+    memo: &mut crate::syntax::Memo<'a>,
+) -> Result<Hir, GrammarError> {
+    crate::syntax::parse_with(text, limits.max_nest, memo).map_err(|e| GrammarError::InvalidRegex {
         location: tokensieve_core::Location::None,
         message: format!("rule {i} of a regex grammar: {e}"),
     })
@@ -250,7 +258,8 @@ impl PieceGrammar {
     /// can tell are too big ([`weight`]). An error when a literal or a
     /// class does not fit.
     pub fn fit(&mut self, regex: &str, fits: &mut Fits<'_>) -> Result<Vec<Piece>, GrammarError> {
-        self.fit_tree(parse(regex, &PieceLimits::default(), 0)?, fits)
+        let mut memo = crate::syntax::Memo::default();
+        self.fit_tree(parse(regex, &PieceLimits::default(), 0, &mut memo)?, fits)
     }
 
     /// [`PieceGrammar::fit`] of a syntax tree (a [`Piece::Regex`]'s).

@@ -6,7 +6,8 @@
 //! class differences) that is most of a compile. [`parse`] reads the same
 //! dialect straight into a [`Hir`] built with regex-syntax's own
 //! constructors, so the tree is the one regex-syntax would give, and
-//! classes written more than once are built once. It reads a subset:
+//! classes written more than once are built once; with a [`Memo`] kept
+//! across texts, so are long groups (copied, not read again). It reads a subset:
 //! literals and escapes, `.`, bracketed classes (nested, negated, with
 //! `&&`, `--` and `~~`), groups, alternation and greedy repetition. For
 //! anything else (flags, anchors, Perl and Unicode classes, lazy
@@ -22,7 +23,20 @@ use regex_syntax::hir::{Capture, Class, ClassUnicode, ClassUnicodeRange, Dot, Hi
 /// its parser returns it, for callers that name its construct and offset.)
 #[allow(clippy::result_large_err)]
 pub fn parse(text: &str, nest_limit: u32) -> Result<Hir, regex_syntax::Error> {
-    if let Some(hir) = fast(text, nest_limit) {
+    parse_with(text, nest_limit, &mut Memo::default())
+}
+
+/// [`parse`], reusing what `memo` kept of texts parsed with it before:
+/// classes, and groups written more than once (a member of an object
+/// comes twice in the lowering of optional members in order, and so does
+/// every definition inlined in two places).
+#[allow(clippy::result_large_err)]
+pub fn parse_with<'a>(
+    text: &'a str,
+    nest_limit: u32,
+    memo: &mut Memo<'a>,
+) -> Result<Hir, regex_syntax::Error> {
+    if let Some(hir) = fast(text, nest_limit, memo) {
         return Ok(hir);
     }
     regex_syntax::ParserBuilder::new()
@@ -32,34 +46,70 @@ pub fn parse(text: &str, nest_limit: u32) -> Result<Hir, regex_syntax::Error> {
         .parse(text)
 }
 
+/// What [`parse_with`] keeps from one text to the next. Its keys borrow the
+/// texts, so it lives no longer than they do.
+#[derive(Default)]
+pub struct Memo<'a> {
+    /// Classes met before, by their text (from `[` to its `]`).
+    classes: HashMap<&'a str, Hir>,
+    /// Non-capturing groups of at least [`MEMO_GROUP_LEN`] bytes, by their
+    /// first [`MEMO_GROUP_LEN`] bytes: the group's whole text, its tree
+    /// once the text has been met twice (a group met once is not copied),
+    /// and how deep it nests.
+    groups: HashMap<&'a str, Vec<Group<'a>>>,
+    /// Bytes of the texts parsed with this memo, and of the groups whose
+    /// trees it keeps: kept no more than read, so that nested groups met
+    /// twice (each level's tree kept) cost memory in proportion to the
+    /// input, not to its size times its depth.
+    read: usize,
+    kept: usize,
+}
+
+struct Group<'a> {
+    text: &'a str,
+    tree: Option<Hir>,
+    height: u32,
+}
+
+/// Groups shorter than this are read again each time: a copy of the tree
+/// saves little on them, and every group would be looked up.
+const MEMO_GROUP_LEN: usize = 64;
+
+/// Texts sharing a group's first bytes, kept at most.
+const MEMO_GROUPS_PER_PREFIX: usize = 8;
+
 /// The fast reading of `text`, or `None` where it leaves the subset.
-fn fast(text: &str, nest_limit: u32) -> Option<Hir> {
+fn fast<'a>(text: &'a str, nest_limit: u32, memo: &mut Memo<'a>) -> Option<Hir> {
+    memo.read += text.len();
     let mut p = Parser {
         text,
         at: 0,
         // Deeper than this is left to regex-syntax, which counts its own
         // way (every group, alternation, sequence, repetition and class).
         budget: nest_limit / 4,
+        deepest: 0,
         captures: 0,
-        classes: HashMap::with_capacity(32),
+        memo,
     };
     let hir = p.alternation(0)?;
     (p.at == text.len()).then_some(hir)
 }
 
-struct Parser<'a> {
+struct Parser<'a, 'm> {
     text: &'a str,
     at: usize,
     budget: u32,
+    /// The deepest nesting reached so far (a group's height is what its
+    /// reading adds to it).
+    deepest: u32,
     captures: u32,
-    /// Classes met before, by their text (from `[` to its `]`).
-    classes: HashMap<&'a str, Hir>,
+    memo: &'m mut Memo<'a>,
 }
 
 /// One side of a class operation, or a class item.
 type Set = ClassUnicode;
 
-impl<'a> Parser<'a> {
+impl<'a> Parser<'a, '_> {
     fn peek(&self) -> Option<char> {
         self.text[self.at..].chars().next()
     }
@@ -87,7 +137,7 @@ impl<'a> Parser<'a> {
 
     /// Alternatives up to a `)` or the end, at nesting `depth`.
     fn alternation(&mut self, depth: u32) -> Option<Hir> {
-        if depth > self.budget {
+        if !self.enter(depth) {
             return None;
         }
         let mut alternatives = vec![self.concat(depth)?];
@@ -149,12 +199,11 @@ impl<'a> Parser<'a> {
                 if self.peek() == Some('?') {
                     return None;
                 }
-                let index = if capture {
-                    self.captures += 1;
-                    Some(self.captures)
-                } else {
-                    None
-                };
+                if !capture {
+                    return self.group(depth);
+                }
+                self.captures += 1;
+                let index = Some(self.captures);
                 let sub = self.alternation(depth + 1)?;
                 if !self.eat(")") {
                     return None;
@@ -172,11 +221,11 @@ impl<'a> Parser<'a> {
                 let start = self.at - 1;
                 let set = self.class(depth + 1)?;
                 let source = &self.text[start..self.at];
-                if let Some(known) = self.classes.get(source) {
+                if let Some(known) = self.memo.classes.get(source) {
                     return Some(known.clone());
                 }
                 let hir = Hir::class(Class::Unicode(set));
-                self.classes.insert(source, hir.clone());
+                self.memo.classes.insert(source, hir.clone());
                 hir
             }
             '\\' => literal(self.escape()?),
@@ -184,6 +233,62 @@ impl<'a> Parser<'a> {
             '^' | '$' | '*' | '+' | '?' | '{' | ')' | '|' => return None,
             c => literal(c),
         })
+    }
+
+    /// Whether reading may go to nesting `depth` (noted as reached).
+    fn enter(&mut self, depth: u32) -> bool {
+        self.deepest = self.deepest.max(depth);
+        depth <= self.budget
+    }
+
+    /// A non-capturing group after its `(?:`, through its `)`: a copy of
+    /// the tree of the same text met before, where there is one. A group's
+    /// reading depends only on its text (there is no capture in it to
+    /// number), so the copy is the tree reading it again would give, and
+    /// it is taken only where that reading would stay within the budget.
+    fn group(&mut self, depth: u32) -> Option<Hir> {
+        let start = self.at - 3;
+        let prefix = self.text.get(start..start + MEMO_GROUP_LEN);
+        if let Some(prefix) = prefix
+            && let Some(known) = self.memo.groups.get(prefix)
+            && let Some(g) = known
+                .iter()
+                .find(|g| self.text[start..].starts_with(g.text))
+            && let Some(tree) = &g.tree
+            && depth + g.height <= self.budget
+        {
+            self.deepest = self.deepest.max(depth + g.height);
+            self.at = start + g.text.len();
+            return Some(tree.clone());
+        }
+        let outer = std::mem::replace(&mut self.deepest, depth);
+        let sub = self.alternation(depth + 1)?;
+        if !self.eat(")") {
+            return None;
+        }
+        let height = self.deepest - depth;
+        self.deepest = self.deepest.max(outer);
+        let text = &self.text[start..self.at];
+        if let Some(prefix) = prefix
+            && text.len() >= MEMO_GROUP_LEN
+            && sub.properties().explicit_captures_len() == 0
+        {
+            let (read, kept) = (self.memo.read, self.memo.kept);
+            let known = self.memo.groups.entry(prefix).or_default();
+            if let Some(g) = known.iter_mut().find(|g| g.text == text) {
+                if g.tree.is_none() && kept + text.len() <= read {
+                    g.tree = Some(sub.clone());
+                    self.memo.kept += text.len();
+                }
+            } else if known.len() < MEMO_GROUPS_PER_PREFIX {
+                known.push(Group {
+                    text,
+                    tree: None,
+                    height,
+                });
+            }
+        }
+        Some(sub)
     }
 
     /// A greedy repetition operator after `atom`, if there is one.
@@ -271,7 +376,7 @@ impl<'a> Parser<'a> {
 
     /// A bracketed class after its `[`, through its `]`.
     fn class(&mut self, depth: u32) -> Option<Set> {
-        if depth > self.budget {
+        if !self.enter(depth) {
             return None;
         }
         let negated = self.eat("^");
@@ -375,7 +480,7 @@ mod tests {
 
     /// Every text the fast reading takes gives regex-syntax's tree.
     fn agrees(text: &str) -> bool {
-        match fast(text, 256) {
+        match fast(text, 256, &mut Memo::default()) {
             Some(hir) => {
                 assert_eq!(Ok(&hir), slow(text).as_ref(), "{text}");
                 true
@@ -532,5 +637,98 @@ mod tests {
             }
         }
         assert!(taken > 1_000, "only {taken} random texts taken fast");
+    }
+
+    /// Groups met again are copied from the memo, across texts too, and
+    /// every text still reads as regex-syntax reads it: a group holding a
+    /// capture (numbered by its place), one that would nest past the
+    /// budget where it is met again, and texts that start like a kept
+    /// group but go on otherwise.
+    #[test]
+    fn groups_met_again_read_as_regex_syntax_reads_them() {
+        let member = r#"(?:[ \t\n\r]{0,20},[ \t\n\r]{0,20}"metadata"[ \t\n\r]{0,20}:[ \t\n\r]{0,20}(?:true|false|null))"#;
+        assert!(member.len() >= MEMO_GROUP_LEN);
+        let longer = member.replace("null)", "null|0)");
+        let captured = format!("(?:(a){})", &member[3..]);
+        let deep = |levels: usize, inner: &str| {
+            format!("{}{inner}{}", "(?:".repeat(levels), ")".repeat(levels))
+        };
+        let texts = [
+            format!("x{member}y{member}?z{member}{member}*"),
+            format!("{member}|{longer}|{member}{longer}"),
+            format!("{captured}{captured}{captured}"),
+            deep(58, member),
+            deep(63, member),
+            deep(70, member),
+            format!("{member}{member}"),
+        ];
+        let deeper: Vec<(u32, String)> = (4..=48)
+            .flat_map(|limit| (0..=limit / 4 + 1).map(move |levels| (limit, levels)))
+            .map(|(limit, levels)| (limit, deep(levels as usize, member)))
+            .collect();
+        let mut memo = Memo::default();
+        let mut hits = 0;
+        for text in &texts {
+            let kept: usize = memo
+                .groups
+                .values()
+                .flatten()
+                .filter(|g| g.tree.is_some())
+                .count();
+            let read = parse_with(text, 256, &mut memo);
+            assert_eq!(read.as_ref().ok(), slow(text).as_ref().ok(), "{text}");
+            assert_eq!(read.is_err(), slow(text).is_err(), "{text}");
+            hits += usize::from(kept > 0);
+        }
+        assert!(hits >= 5, "the memo kept no group");
+        // The groups met twice are kept, by the text they were read from.
+        let kept: Vec<&str> = memo
+            .groups
+            .values()
+            .flatten()
+            .filter(|g| g.tree.is_some())
+            .map(|g| g.text)
+            .collect();
+        assert!(
+            kept.contains(&member) && kept.contains(&longer.as_str()),
+            "{kept:?}"
+        );
+        assert!(
+            !kept.contains(&captured.as_str()),
+            "a group with a capture was kept"
+        );
+        // Met again deeper, under every nest limit: kept only where reading
+        // it would stay within the budget (past it, regex-syntax reads it,
+        // or refuses it as too deep).
+        for (limit, text) in &deeper {
+            let slow = regex_syntax::ParserBuilder::new()
+                .utf8(true)
+                .nest_limit(*limit)
+                .build()
+                .parse(text);
+            let read = parse_with(text, *limit, &mut memo);
+            assert_eq!(read.ok(), slow.ok(), "{text} under nest limit {limit}");
+        }
+        assert!(memo.kept <= memo.read);
+    }
+
+    /// Nested groups met twice keep their trees only up to the bytes read:
+    /// memory in proportion to the input, and the same reading past it.
+    #[test]
+    fn a_memo_keeps_no_more_than_it_read() {
+        let member = r#"(?:[ \t\n\r]{0,20},[ \t\n\r]{0,20}"metadata"[ \t\n\r]{0,20}:[ \t\n\r]{0,20}(?:true|false|null))"#;
+        let nested = format!("{}{member}{}", "(?:a".repeat(40), ")".repeat(40));
+        let text = format!("{nested}{nested}{nested}");
+        let mut memo = Memo::default();
+        let read = parse_with(&text, 1024, &mut memo).expect("a regex");
+        assert_eq!(Ok(read), slow(&text));
+        let unbounded: usize = (0..=40).map(|k| nested.len() - 2 * k).sum();
+        assert!(unbounded > text.len(), "the test needs the cap to bite");
+        assert!(
+            memo.kept > 0 && memo.kept <= memo.read,
+            "{} of {}",
+            memo.kept,
+            memo.read
+        );
     }
 }
