@@ -148,16 +148,31 @@ fn set_hash(set: &[u32]) -> u64 {
     h ^ (h >> 33)
 }
 
+/// States a lazy DFA makes of plain NFA state sets before it looks for
+/// copies ([`crate::bisim`]) and makes the rest of sets of representatives.
+/// The search was a twelfth of a cold MaskBench run's mask work (once per
+/// lexeme, in the mask that first enters it), and the states it saved cost
+/// less than it did: with it from the first state a sample of every 20th
+/// file did 4% more mask work, the 24 slowest-compiling files 7% more.
+/// Past this many states a lexeme's copies are merged, which bounds the
+/// growth of a DFA that a schema of many optional members could make. A
+/// state made either way stands for the same texts (a representative has
+/// its states' future), so a DFA that mixes them is right, only perhaps
+/// not the smallest.
+const CANON_AFTER_STATES: usize = 4096;
+
 /// A DFA built as it is walked.
 pub struct LazyDfa {
     nfa: Nfa,
     /// NFA states from which a match can be reached.
     live: Vec<bool>,
     /// The representative of each NFA state's class of states with the
-    /// same future ([`crate::bisim`]): every DFA state but the start is a
-    /// set of these. Found when the first state is expanded (a walk's
-    /// cost, not the compile's).
+    /// same future ([`crate::bisim`]): the states made after the first
+    /// [`LazyDfa::canon_after`] are sets of these. Found when the DFA has
+    /// made that many (a walk's cost, not the compile's).
     canon: OnceLock<Vec<u32>>,
+    /// States made before [`LazyDfa::canon`] is used ([`CANON_AFTER_STATES`]).
+    canon_after: usize,
     classes: [u8; 256],
     /// One byte of each class, and how many bytes the class holds.
     reps: Vec<u8>,
@@ -245,6 +260,7 @@ impl LazyDfa {
             nfa,
             live,
             canon: OnceLock::new(),
+            canon_after: CANON_AFTER_STATES,
             classes,
             reps,
             class_size,
@@ -464,10 +480,12 @@ impl LazyDfa {
             {
                 id
             } else {
-                let canon = self
-                    .canon
-                    .get_or_init(|| crate::bisim::representatives(&self.nfa));
-                self.closure(b, &seeds[c], Some(canon));
+                let canon = (b.sets.len() >= self.canon_after).then(|| {
+                    self.canon
+                        .get_or_init(|| crate::bisim::representatives(&self.nfa))
+                        .as_slice()
+                });
+                self.closure(b, &seeds[c], canon);
                 let id = if b.out.is_empty() {
                     DEAD
                 } else {
@@ -770,7 +788,12 @@ pub(crate) mod tests {
     fn copies_of_a_sub_expression_share_their_states() {
         let item = r#"\{"(?:name|id)":(?:"[a-z]*"|[0-9]+)\}"#;
         let array = format!(r"\[(?:{item}(?:,{item})*)?\]");
-        let lazy = LazyDfa::build(&array, &limits()).unwrap();
+        let canonical = |regex: &str, after: usize| {
+            let mut lazy = LazyDfa::build(regex, &limits()).unwrap();
+            lazy.canon_after = after;
+            lazy
+        };
+        let lazy = canonical(&array, 0);
         let two = br#"[{"name":"ab"},{"id":12}]"#;
         assert!(walk(&lazy, two).is_some_and(|s| lazy.is_accepting(s)));
         let after_two = lazy.num_states();
@@ -783,7 +806,7 @@ pub(crate) mod tests {
         );
 
         // Copies that differ only at their ends are not merged.
-        let near = LazyDfa::build(r"(?:abcdefgh1,)*abcdefgh2|xabcdefgh3", &limits()).unwrap();
+        let near = canonical(r"(?:abcdefgh1,)*abcdefgh2|xabcdefgh3", 0);
         for (text, ok) in [
             (&b"abcdefgh1,abcdefgh2"[..], true),
             (b"abcdefgh2", true),
@@ -803,8 +826,13 @@ pub(crate) mod tests {
         ];
         let mut rng = tokensieve_core::testing::SplitMix64(11);
         let alphabet = br#"abcdexyz,;[]{}"nmi:0123"#;
-        for regex in &regexes {
-            let lazy = LazyDfa::build(regex, &limits()).unwrap();
+        // Representatives from the start, from the fourth state on (a DFA
+        // of both kinds of states), and from the default on.
+        for (regex, after) in regexes
+            .iter()
+            .flat_map(|r| [(r, 0), (r, 3), (r, CANON_AFTER_STATES)])
+        {
+            let lazy = canonical(regex, after);
             let eager = ByteDfa::build(regex, &limits()).unwrap();
             for _ in 0..2_000 {
                 let len = rng.below(30);
@@ -815,7 +843,7 @@ pub(crate) mod tests {
                 for &byte in &text {
                     l = lazy.next(l, byte);
                     e = eager.next(e, byte);
-                    assert_eq!(l == DEAD, e == DEAD, "{regex} on {text:?}");
+                    assert_eq!(l == DEAD, e == DEAD, "{regex} ({after}) on {text:?}");
                     if l == DEAD {
                         break;
                     }
