@@ -9,6 +9,7 @@ use super::rx::{self, Lang};
 use crate::pieces::Verbatim;
 use hashbrown::HashMap;
 use serde_json::{Map, Value};
+use std::rc::Rc;
 use tokensieve_core::{GrammarError, SpecOptions};
 
 // JSON value kinds, as bits. Numbers split into integral and non-integral
@@ -243,7 +244,9 @@ pub(crate) struct Merged<'a> {
     pub upper: Vec<Bound<'a>>,
     pub multiple_of: Vec<(f64, String)>,
     // objects
-    pub obj_parts: Vec<ObjPart<'a>>,
+    /// Shared between copies: a `not` or a split copies the conjunction
+    /// once per case, and the parts are rarely added to after.
+    pub obj_parts: Rc<Vec<ObjPart<'a>>>,
     pub required: Vec<String>,
     pub forbidden: Vec<String>,
     pub min_props: Option<(u64, String)>,
@@ -255,7 +258,8 @@ pub(crate) struct Merged<'a> {
     /// the schema (from negating `properties`).
     pub member_nots: Vec<(String, Node<'a>)>,
     // arrays
-    pub arr_parts: Vec<ArrPart<'a>>,
+    /// Shared between copies, as [`Merged::obj_parts`].
+    pub arr_parts: Rc<Vec<ArrPart<'a>>>,
     pub min_items: u64,
     pub max_items: Option<u64>,
     pub items_ptr: String,
@@ -327,7 +331,7 @@ impl<'a> Merged<'a> {
             lower: Vec::new(),
             upper: Vec::new(),
             multiple_of: Vec::new(),
-            obj_parts: Vec::new(),
+            obj_parts: Rc::default(),
             required: Vec::new(),
             forbidden: Vec::new(),
             min_props: None,
@@ -336,7 +340,7 @@ impl<'a> Merged<'a> {
             dependencies: Vec::new(),
             no_extras: false,
             member_nots: Vec::new(),
-            arr_parts: Vec::new(),
+            arr_parts: Rc::default(),
             min_items: 0,
             max_items: None,
             items_ptr: String::new(),
@@ -1533,10 +1537,10 @@ impl<'a> Lowerer<'a> {
             }
         }
         if let Some(part) = obj_part {
-            m.obj_parts.push(part);
+            Rc::make_mut(&mut m.obj_parts).push(part);
         }
         if let Some(part) = arr_part {
-            m.arr_parts.push(part);
+            Rc::make_mut(&mut m.arr_parts).push(part);
         }
         Ok(true)
     }
@@ -1823,7 +1827,7 @@ impl<'a> Lowerer<'a> {
                 let sub = self.shape_of_nodes(nodes, depth + 1);
                 shape.props.push((name.clone(), sub));
             }
-            for part in &m.obj_parts {
+            for part in m.obj_parts.iter() {
                 let closed_here = match &part.additional {
                     Some(Node {
                         v: Value::Bool(false),

@@ -108,7 +108,7 @@ pub(crate) fn member_nodes<'a>(
     name: &str,
 ) -> Result<Vec<Node<'a>>, GrammarError> {
     let mut nodes = Vec::new();
-    for part in &m.obj_parts {
+    for part in m.obj_parts.iter() {
         let mut matched = false;
         for (prop, node) in &part.props {
             if *prop == name {
@@ -1023,7 +1023,7 @@ impl<'a> Lowerer<'a> {
         // Declared names, in order: `properties` of each part, then required
         // names declared nowhere.
         let mut names: Vec<String> = Vec::new();
-        for part in &m.obj_parts {
+        for part in m.obj_parts.iter() {
             for (name, _) in &part.props {
                 if !names.iter().any(|n| n == name) {
                     names.push(name.to_string());
@@ -1157,7 +1157,7 @@ impl<'a> Lowerer<'a> {
         }
         let mut nodes = Vec::new();
         let mut trivial = true;
-        for part in &m.obj_parts {
+        for part in m.obj_parts.iter() {
             match &part.additional {
                 None if self.options.strict => return Ok(None),
                 None => {}
