@@ -471,9 +471,15 @@ mod tests {
 
     #[allow(clippy::result_large_err)]
     fn slow(text: &str) -> Result<Hir, regex_syntax::Error> {
+        slow_under(text, 256)
+    }
+
+    /// regex-syntax's reading of `text` under `nest_limit`.
+    #[allow(clippy::result_large_err)]
+    fn slow_under(text: &str, nest_limit: u32) -> Result<Hir, regex_syntax::Error> {
         regex_syntax::ParserBuilder::new()
             .utf8(true)
-            .nest_limit(256)
+            .nest_limit(nest_limit)
             .build()
             .parse(text)
     }
@@ -701,11 +707,7 @@ mod tests {
         // it would stay within the budget (past it, regex-syntax reads it,
         // or refuses it as too deep).
         for (limit, text) in &deeper {
-            let slow = regex_syntax::ParserBuilder::new()
-                .utf8(true)
-                .nest_limit(*limit)
-                .build()
-                .parse(text);
+            let slow = slow_under(text, *limit);
             let read = parse_with(text, *limit, &mut memo);
             assert_eq!(read.ok(), slow.ok(), "{text} under nest limit {limit}");
         }
