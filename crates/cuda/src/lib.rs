@@ -83,11 +83,9 @@ mod sealed {
 }
 
 /// The kernel's entry points, as named in [`KERNEL_SOURCE`].
-pub const ENTRY_POINTS: [&str; 4] = [VEC_B32, VEC_B16, SCALAR_B32, SCALAR_B16];
-const VEC_B32: &str = "apply_bitmask_vec_b32";
-const VEC_B16: &str = "apply_bitmask_vec_b16";
-const SCALAR_B32: &str = "apply_bitmask_scalar_b32";
-const SCALAR_B16: &str = "apply_bitmask_scalar_b16";
+pub const ENTRY_POINTS: [&str; 2] = [B32, B16];
+const B32: &str = "apply_bitmask_b32";
+const B16: &str = "apply_bitmask_b16";
 
 /// One apply's launch: which entry point, on which grid, with which scalar
 /// arguments. [`launch_plan`] makes it; [`CudaDevice`] launches exactly that.
@@ -107,16 +105,12 @@ pub struct LaunchPlan {
 }
 
 /// Plans masking `num_rows` rows (`shape.batch`, or the length of the index
-/// list) of `dtype` logits at device address `logits_addr`: the vector kernel
-/// when `vector_access` is on and every row starts 16-byte aligned, else the
-/// scalar one. `Ok(None)` when there is nothing to mask; an error when a size
-/// does not fit the kernel's 32-bit arguments.
+/// list) of `dtype` logits. `Ok(None)` when there is nothing to mask; an
+/// error when a size does not fit the kernel's 32-bit arguments.
 pub fn launch_plan(
     dtype: DType,
     shape: ApplyShape,
     num_rows: usize,
-    logits_addr: u64,
-    vector_access: bool,
 ) -> Result<Option<LaunchPlan>, DeviceError> {
     if num_rows == 0 || shape.batch == 0 {
         return Ok(None);
@@ -131,15 +125,9 @@ pub fn launch_plan(
         to_u32("vocab", shape.vocab)?,
         to_u32("bitmask row words", shape.words)?,
     );
-    let elems_per_vector = 16 / dtype.size();
-    let vector = vector_access
-        && shape.vocab.is_multiple_of(elems_per_vector)
-        && logits_addr.is_multiple_of(16);
-    let kernel = match (dtype, vector) {
-        (DType::F32, true) => VEC_B32,
-        (DType::F32, false) => SCALAR_B32,
-        (_, true) => VEC_B16,
-        (_, false) => SCALAR_B16,
+    let kernel = match dtype {
+        DType::F32 => B32,
+        DType::F16 | DType::Bf16 => B16,
     };
     let tiles = shape.vocab.div_ceil(TILE_LOGITS);
     let warps = (BLOCK_THREADS / 32) as usize;
@@ -172,7 +160,6 @@ pub struct CudaDevice {
     ordinal: usize,
     device_name: String,
     compute_capability: (i32, i32),
-    vector_access: bool,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -254,16 +241,7 @@ impl CudaDevice {
             ordinal,
             device_name,
             compute_capability,
-            vector_access: true,
         })
-    }
-
-    /// With `false`, always launch the scalar kernel (one 2- or 4-byte store
-    /// per masked logit, no logit reads) instead of the 16-byte vector kernel
-    /// it normally uses when rows are 16-byte aligned. For benchmarking.
-    pub fn with_vector_access(mut self, on: bool) -> Self {
-        self.vector_access = on;
-        self
     }
 
     /// The CUDA context (allocate buffers for [`Self::apply_inplace`] on it or
@@ -367,7 +345,7 @@ impl CudaDevice {
         indices: Option<(CUdeviceptr, usize)>,
     ) -> Result<(), DeviceError> {
         let num_rows = indices.map_or(shape.batch, |(_, n)| n);
-        let Some(plan) = launch_plan(dtype, shape, num_rows, logits, self.vector_access)? else {
+        let Some(plan) = launch_plan(dtype, shape, num_rows)? else {
             return Ok(());
         };
         let (_, kernel) = self
@@ -623,27 +601,23 @@ mod tests {
     }
 
     #[test]
-    fn launch_plan_takes_the_vector_kernel_only_for_aligned_rows() {
+    fn launch_plan_picks_the_kernel_by_element_size_and_covers_every_row() {
         let shape = |batch, vocab| ApplyShape {
             batch,
             vocab,
             words: usize::div_ceil(vocab, 32),
         };
-        let kernel = |dtype, vocab, addr, vector_access| {
-            launch_plan(dtype, shape(2, vocab), 2, addr, vector_access)
-                .unwrap()
-                .unwrap()
-                .kernel
-        };
-        assert_eq!(kernel(DType::F32, 1000, 0x1000, true), VEC_B32);
-        assert_eq!(kernel(DType::F32, 1000, 0x1004, true), SCALAR_B32);
-        assert_eq!(kernel(DType::F32, 1001, 0x1000, true), SCALAR_B32);
-        assert_eq!(kernel(DType::F32, 1000, 0x1000, false), SCALAR_B32);
-        assert_eq!(kernel(DType::Bf16, 1000, 0x1000, true), VEC_B16);
-        assert_eq!(kernel(DType::F16, 1004, 0x1000, true), SCALAR_B16);
-        assert_eq!(launch_plan(DType::F32, shape(2, 32), 0, 0, true), Ok(None));
-        assert_eq!(launch_plan(DType::F32, shape(0, 32), 3, 0, true), Ok(None));
-        let many = launch_plan(DType::F16, shape(4, 5000), 70_000, 0, true).unwrap();
+        let plan = |dtype, vocab| launch_plan(dtype, shape(2, vocab), 2).unwrap().unwrap();
+        assert_eq!(plan(DType::F32, 1000).kernel, B32);
+        assert_eq!(plan(DType::F32, 1000).neg16, None);
+        assert_eq!(plan(DType::Bf16, 1001).kernel, B16);
+        assert_eq!(plan(DType::Bf16, 1001).neg16, Some(0xFF80));
+        assert_eq!(plan(DType::F16, 1004).kernel, B16);
+        // 4 warps of 1,024 logits per block: 128,256 logits take 32 blocks.
+        assert_eq!(plan(DType::F32, 128_256).grid, (32, 2, 1));
+        assert_eq!(launch_plan(DType::F32, shape(2, 32), 0), Ok(None));
+        assert_eq!(launch_plan(DType::F32, shape(0, 32), 3), Ok(None));
+        let many = launch_plan(DType::F16, shape(4, 5000), 70_000).unwrap();
         let many = many.unwrap();
         assert_eq!((many.grid, many.block), ((2, 65_535, 1), (128, 1, 1)));
         assert_eq!(many.neg16, Some(0xFC00));

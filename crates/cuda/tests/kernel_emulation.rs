@@ -1,7 +1,7 @@
 //! Runs the CUDA kernel, `kernels/apply_token_bitmask.cu` unmodified, on the
 //! CPU under a lockstep-warp emulator (`tests/emulator/`) and compares every
 //! logit with the CPU reference device, bit for bit. No GPU needed: this is
-//! where the kernel's indexing, its vector and scalar paths and the host's
+//! where the kernel's indexing, its tile skip and the host's
 //! launch decision ([`launch_plan`], the plan `CudaDevice` launches) are
 //! executed before a user's GPU runs them.
 //!
@@ -40,9 +40,6 @@ const KERNEL_PATH: &str = concat!(
     "/../../kernels/apply_token_bitmask.cu"
 );
 const EMULATOR_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/emulator");
-/// Where the fake device allocation starts (cudaMalloc returns 256-byte
-/// aligned addresses); cases add their byte offset to it.
-const DEVICE_BASE: u64 = 0x7f00_0000_0000;
 
 // ---- building and running the emulator --------------------------------------
 
@@ -246,8 +243,8 @@ enum Mask {
     /// Per 32-word tile (1024 logits, one warp's work): all ones, all zeros
     /// or random words.
     Tiles,
-    /// Every nibble neither 0 nor 0xf: every 16-byte vector of logits has
-    /// allowed and forbidden tokens.
+    /// Every nibble neither 0 nor 0xf: every 4 (f32) or 8 (16-bit) logits
+    /// of 16 bytes hold allowed and forbidden tokens.
     MixedVectors,
     Empty,
     Full,
@@ -285,7 +282,6 @@ struct Case {
     /// Bytes from a 16-byte boundary to the logits (a multiple of the
     /// element size, like a view at an element offset).
     offset: usize,
-    vector_access: bool,
     seed: u64,
 }
 
@@ -504,8 +500,7 @@ fn plan(case: &Case, inputs: &Inputs) -> Option<LaunchPlan> {
     let shape = ApplyShape::validate(inputs.logits.len(), case.vocab, inputs.bitmask.len(), None)
         .unwrap_or_else(|e| panic!("bad shape in {case:?}: {e}"));
     let num_rows = inputs.indices.as_ref().map_or(case.batch, Vec::len);
-    let addr = DEVICE_BASE + case.offset as u64;
-    launch_plan(case.dtype, shape, num_rows, addr, case.vector_access)
+    launch_plan(case.dtype, shape, num_rows)
         .unwrap_or_else(|e| panic!("launch_plan failed on {case:?}: {e}"))
 }
 
@@ -529,9 +524,9 @@ const ROWS: [Rows; 6] = [
     Rows::Empty,
 ];
 
-/// Every dtype x vocab, each reached four ways (vector access on at a
-/// 16-byte boundary and 16-48 bytes past one, on at a misaligned address,
-/// off) under every mask kind (large vocabularies: three of them, batch 1-2),
+/// Every dtype x vocab, each at four logits addresses (a 16-byte boundary,
+/// 16-48 bytes past one, and two element-aligned addresses off 16-byte
+/// alignment) under every mask kind (large vocabularies: three of them, batch 1-2),
 /// cycling through index lists, batch sizes and bitmask padding; then two
 /// launches with more rows than `gridDim.y` holds.
 fn cases() -> Vec<Case> {
@@ -540,17 +535,12 @@ fn cases() -> Vec<Case> {
     for dtype in [DType::F32, DType::F16, DType::Bf16] {
         for vocab in VOCABS {
             let large = vocab > 4104;
-            let misaligned = match dtype {
-                DType::F32 => [4, 8, 12][n % 3],
-                _ => [2, 6, 10, 14][n % 4],
+            let misaligned = |k: usize| match dtype {
+                DType::F32 => [4, 8, 12][k % 3],
+                _ => [2, 6, 10, 14][k % 4],
             };
-            let accesses = [
-                (0, true),
-                (16 * (1 + n % 3), true),
-                (misaligned, true),
-                (0, false),
-            ];
-            for (a, (offset, vector_access)) in accesses.into_iter().enumerate() {
+            let offsets = [0, 16 * (1 + n % 3), misaligned(n), misaligned(n + 1)];
+            for (a, offset) in offsets.into_iter().enumerate() {
                 let masks = if large {
                     vec![MASKS[a % 2], Mask::MixedVectors, MASKS[3 + a % 3]]
                 } else {
@@ -571,7 +561,6 @@ fn cases() -> Vec<Case> {
                         mask,
                         rows: ROWS[n % ROWS.len()],
                         offset,
-                        vector_access,
                         seed: n as u64,
                     });
                 }
@@ -587,7 +576,6 @@ fn cases() -> Vec<Case> {
         mask: Mask::Random,
         rows,
         offset: 0,
-        vector_access: true,
         seed: 7,
     };
     out.push(many(DType::F16, 1000, 3, Rows::Many(65_535 + 700)));
@@ -772,42 +760,42 @@ fn mutant(name: &str, edits: &[(&str, &str)]) -> PathBuf {
     path
 }
 
-/// The suite must fail for planted bugs: in the vector kernel, the
-/// all-forbidden fast path stores only the first 4 bytes of the vector; in
-/// the scalar kernel, a row's last logit is never masked; and a launch plan
-/// passes the f16 `-inf` pattern for bf16 too. (A plan with too few blocks
-/// is no bug: the kernel's grid-stride loops cover any grid.)
+/// The suite must fail for planted bugs: a row's last logit is never
+/// masked; tiles whose words have only their low bytes set are skipped as if
+/// all allowed; and a launch plan passes the f16 `-inf` pattern for bf16 too.
+/// (A plan with too few blocks is no bug: the kernel's grid-stride loops
+/// cover any grid.)
 #[test]
 fn planted_bugs_are_caught() {
     let (Some(cxx), Some(real)) = (compiler(), real_kernel()) else {
         return;
     };
-    let path = mutant(
-        "planted-bugs",
-        &[
-            ("row_vec[gv] = all_neg;", "row_vec[gv].x = all_neg.x;"),
-            ("if (col < vocab && ", "if (col + 1u < vocab && "),
-        ],
+    let bound = compile(
+        cxx,
+        &mutant(
+            "planted-bound",
+            &[("if (col < vocab && ", "if (col + 1u < vocab && ")],
+        ),
+        "planted-bound",
     );
-    let buggy = compile(cxx, &path, "planted-bugs");
+    let skip = compile(
+        cxx,
+        &mutant(
+            "planted-skip",
+            &[(
+                "__all_sync(FULL_WARP, word == 0xffffffffu)",
+                "__all_sync(FULL_WARP, (word & 0xffu) == 0xffu)",
+            )],
+        ),
+        "planted-skip",
+    );
     let small: Vec<Case> = cases().into_iter().filter(|c| c.vocab <= 4104).collect();
-    let kernel = |c: &Case| plan(c, &build(c)).map(|p| p.kernel);
-    let vector: Vec<Case> = small
-        .iter()
-        .filter(|c| kernel(c).is_some_and(|k| k.contains("_vec_")))
-        .cloned()
-        .collect();
-    let scalar: Vec<Case> = small
-        .iter()
-        .filter(|c| kernel(c).is_some_and(|k| k.contains("_scalar_")))
-        .cloned()
-        .collect();
-    for (what, emulator, cases, tweak) in [
-        ("vector fast path", &buggy, &vector, None),
-        ("scalar bound", &buggy, &scalar, None),
-        ("bf16 masked with the f16 pattern", real, &small, Some(())),
+    for (what, emulator, tweak) in [
+        ("row bound", &bound, None),
+        ("tile skip", &skip, None),
+        ("bf16 masked with the f16 pattern", real, Some(())),
     ] {
-        let outcome = run_suite(emulator, cases, |plan| {
+        let outcome = run_suite(emulator, &small, |plan| {
             if tweak.is_some() {
                 plan.neg16 = plan.neg16.map(|_| 0xFC00);
             }
@@ -834,7 +822,8 @@ fn launch_error(
 ) -> String {
     let elem = if plan.neg16.is_some() { 2 } else { 4 };
     let logits = vec![0x3Cu8; (plan.batch * plan.vocab) as usize * elem];
-    let bitmask = vec![0x0F0F_0F0Fu32; (plan.batch * plan.words) as usize];
+    // Allowed and forbidden logits in every word: every launch stores.
+    let bitmask = vec![0x00FF_0F0Fu32; (plan.batch * plan.words) as usize];
     let launch = Launch {
         plan,
         align,
@@ -852,7 +841,7 @@ fn launch_error(
 /// What would be undefined or fail on a GPU must stop the emulator with a
 /// message that says what: diverged warps (a lane returns early, lanes at
 /// different intrinsics or call sites), a mask leaving out lanes, a partial
-/// warp under FULL_WARP, misaligned vector access, reads past a buffer, a
+/// warp under FULL_WARP, a misaligned store, reads past a buffer, a
 /// grid CUDA rejects, an argument list that does not match the kernel.
 #[test]
 fn undefined_behaviour_is_reported() {
@@ -865,7 +854,7 @@ fn undefined_behaviour_is_reported() {
         "divergent",
     );
     let base = LaunchPlan {
-        kernel: "apply_bitmask_vec_b32",
+        kernel: "apply_bitmask_b32",
         grid: (1, 1, 1),
         block: (32, 1, 1),
         num_rows: 1,
@@ -875,6 +864,7 @@ fn undefined_behaviour_is_reported() {
         neg16: None,
     };
     let b16 = LaunchPlan {
+        kernel: "apply_bitmask_b16",
         neg16: Some(0xFC00),
         ..base
     };
@@ -887,26 +877,14 @@ fn undefined_behaviour_is_reported() {
             base,
             "lane 5 returned from the kernel while lanes 0-4,6-31 wait at __shfl_sync",
         ),
+        (b16, "lane 5 is at __all_sync at divergent.cu"),
         (
-            LaunchPlan {
-                kernel: "apply_bitmask_vec_b16",
-                ..b16
-            },
-            "lane 5 is at __all_sync at divergent.cu",
-        ),
-        (
-            LaunchPlan {
-                kernel: "apply_bitmask_scalar_b32",
-                ..base
-            },
+            LaunchPlan { vocab: 96, ..base },
             "passes mask 0x0000ffff but the warp's lanes are 0-31",
         ),
         (
-            LaunchPlan {
-                kernel: "apply_bitmask_scalar_b16",
-                ..b16
-            },
-            "lane 5 is at __shfl_sync at divergent.cu:45",
+            LaunchPlan { vocab: 96, ..b16 },
+            "lane 5 is at __shfl_sync at divergent.cu:41",
         ),
     ] {
         expect(launch_error(&divergent, plan, 0, None), want);
@@ -918,18 +896,13 @@ fn undefined_behaviour_is_reported() {
             vocab,
             words: usize::div_ceil(vocab, 32),
         };
-        launch_plan(dtype, shape, num_rows, DEVICE_BASE, true)
-            .unwrap()
-            .unwrap()
+        launch_plan(dtype, shape, num_rows).unwrap().unwrap()
     };
-    let vec_f32 = real_plan(DType::F32, 1024, 2, 2);
-    assert_eq!(vec_f32.kernel, "apply_bitmask_vec_b32");
-    expect(launch_error(real, vec_f32, 4, None), "misaligned access");
-    let odd_pitch = LaunchPlan {
-        vocab: 1022,
-        ..real_plan(DType::F16, 1024, 2, 2)
-    };
-    expect(launch_error(real, odd_pitch, 0, None), "misaligned access");
+    let f32_plan = real_plan(DType::F32, 1024, 2, 2);
+    assert_eq!(f32_plan.kernel, "apply_bitmask_b32");
+    expect(launch_error(real, f32_plan, 2, None), "misaligned access");
+    let f16_plan = real_plan(DType::F16, 1024, 2, 2);
+    expect(launch_error(real, f16_plan, 1, None), "misaligned access");
     expect(
         launch_error(real, real_plan(DType::F32, 1024, 2, 3), 0, Some(&[0, 1])),
         "out-of-bounds access to indices: byte 8 of a 8-byte buffer",
@@ -945,7 +918,7 @@ fn undefined_behaviour_is_reported() {
     );
     let tall = LaunchPlan {
         grid: (1, 65_536, 1),
-        ..vec_f32
+        ..f32_plan
     };
     expect(
         launch_error(real, tall, 0, None),
@@ -957,6 +930,6 @@ fn undefined_behaviour_is_reported() {
     };
     expect(
         launch_error(real, extra_arg, 0, None),
-        "the plan passes the -inf pattern to apply_bitmask_vec_b32, which takes 7 parameters",
+        "the plan passes the -inf pattern to apply_bitmask_b32, which takes 7 parameters",
     );
 }

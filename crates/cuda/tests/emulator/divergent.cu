@@ -13,37 +13,34 @@ __device__ __forceinline__ bool odd_one_out() {
     return __all_sync(FULL_WARP, 1) && threadIdx.x == 5u;
 }
 
-// Lane 5 returns while the other lanes wait at a collective.
-extern "C" __global__ void apply_bitmask_vec_b32(
-    unsigned char* logits, const u32* bitmask, const u32* indices,
-    u32 num_rows, u32 batch, u32 vocab, u32 words) {
-    if (odd_one_out()) return;
-    logits[threadIdx.x] = (unsigned char)__shfl_sync(FULL_WARP, threadIdx.x, 0);
-}
+// Each entry point breaks one of two rules, chosen by `vocab` (64: the
+// first, else the second), so that two entry points carry four bugs.
 
-// Lane 5 reaches a different intrinsic than the others.
-extern "C" __global__ void apply_bitmask_vec_b16(
-    unsigned char* logits, const u32* bitmask, const u32* indices,
-    u32 num_rows, u32 batch, u32 vocab, u32 words, u32 neg16) {
-    u32 v = odd_one_out() ? (u32)__all_sync(FULL_WARP, 1) : __shfl_sync(FULL_WARP, 7u, 0);
-    logits[threadIdx.x] = (unsigned char)v;
-}
-
-// A mask that leaves out half the warp, although every lane takes part.
-extern "C" __global__ void apply_bitmask_scalar_b32(
+// vocab 64: lane 5 returns while the other lanes wait at a collective.
+// Otherwise: a mask that leaves out half the warp, although every lane takes part.
+extern "C" __global__ void apply_bitmask_b32(
     u32* logits, const u32* bitmask, const u32* indices,
     u32 num_rows, u32 batch, u32 vocab, u32 words) {
-    logits[threadIdx.x] = __shfl_sync(0x0000ffffu, threadIdx.x, 0);
+    if (vocab == 64u) {
+        if (odd_one_out()) return;
+        logits[threadIdx.x] = __shfl_sync(FULL_WARP, threadIdx.x, 0);
+    } else {
+        logits[threadIdx.x] = __shfl_sync(0x0000ffffu, threadIdx.x, 0);
+    }
 }
 
-// The same intrinsic, but lane 5 calls it from another line.
-extern "C" __global__ void apply_bitmask_scalar_b16(
+// vocab 64: lane 5 reaches a different intrinsic than the others.
+// Otherwise: the same intrinsic, but lane 5 calls it from another line.
+extern "C" __global__ void apply_bitmask_b16(
     u16* logits, const u32* bitmask, const u32* indices,
     u32 num_rows, u32 batch, u32 vocab, u32 words, u32 neg16) {
     u32 v;
-    if (odd_one_out())
+    if (vocab == 64u) {
+        v = odd_one_out() ? (u32)__all_sync(FULL_WARP, 1) : __shfl_sync(FULL_WARP, 7u, 0);
+    } else if (odd_one_out()) {
         v = __shfl_sync(FULL_WARP, 1u, 0);
-    else
+    } else {
         v = __shfl_sync(FULL_WARP, 2u, 0);
+    }
     logits[threadIdx.x] = (u16)v;
 }

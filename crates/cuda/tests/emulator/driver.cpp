@@ -82,19 +82,15 @@ void launch(const char* name, dim3 grid, dim3 block, uint64_t schedule, unsigned
         simt::fail("the plan %s the -inf pattern to %s, which takes %s", has_neg16 ? "passes" : "omits",
                    name, b16 ? "it (8 parameters)" : "7 parameters");
     auto run = [&](auto kernel) { simt::launch(grid, block, schedule, kernel); };
-    if (!strcmp(name, "apply_bitmask_vec_b32"))
-        run([&] { apply_bitmask_vec_b32(logits, bitmask, indices, num_rows, batch, vocab, words); });
-    else if (!strcmp(name, "apply_bitmask_vec_b16"))
-        run([&] { apply_bitmask_vec_b16(logits, bitmask, indices, num_rows, batch, vocab, words, neg16); });
-    else if (!strcmp(name, "apply_bitmask_scalar_b32"))
+    if (!strcmp(name, "apply_bitmask_b32"))
         run([&] {
-            apply_bitmask_scalar_b32(reinterpret_cast<uint32_t*>(logits), bitmask, indices, num_rows,
-                                     batch, vocab, words);
+            apply_bitmask_b32(reinterpret_cast<uint32_t*>(logits), bitmask, indices, num_rows, batch,
+                              vocab, words);
         });
-    else if (!strcmp(name, "apply_bitmask_scalar_b16"))
+    else if (!strcmp(name, "apply_bitmask_b16"))
         run([&] {
-            apply_bitmask_scalar_b16(reinterpret_cast<uint16_t*>(logits), bitmask, indices, num_rows,
-                                     batch, vocab, words, neg16);
+            apply_bitmask_b16(reinterpret_cast<uint16_t*>(logits), bitmask, indices, num_rows, batch,
+                              vocab, words, neg16);
         });
     else
         simt::fail("no entry point named \"%s\"", name);

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Issue 12's checks on a machine with an NVIDIA GPU, from binaries built on
+# another machine (the GPU machine has no Rust toolchain and no network):
+#
+#   scripts/gpu-check.sh stage [DIR]   # here: build and copy what travels to DIR (.gpu)
+#   scripts/gpu-check.sh run [DIR]     # there: run it, logs under $OUT (or /tmp/gpu-check)
+#   GPU_CHECK_STEPS="1 2" scripts/gpu-check.sh run   # only some of the steps below
+#   GPU_CHECK_BENCH='apply/cuda/' ...                # step 2's criterion filter
+#
+# `run` does, each step under its own time limit:
+#   1. tests/device_conformance.rs on CUDA and on the GPU's Vulkan adapter
+#      (wgpu): every case bit-identical to CpuDevice;
+#   2. `cargo bench --bench apply` (the prebuilt bench binary) on CUDA and wgpu;
+#   3. benches/torch_masked_fill.py: the device-to-device copy ceiling, PyTorch's
+#      masked_fill_ and, if a wheel is in .whl/, XGrammar's apply kernel;
+#   4. examples/cuda_step.rs: fill on the CPU, apply on the GPU, one step timed;
+#   5. ncu (if there) on one launch of the largest f32 shape, and on the
+#      one-row launches of step 4.
+# The Vulkan loader travels as .deb files in .gl/ (see the device tool's
+# README); the driver's Vulkan ICD and NVRTC come from the GPU machine.
+set -uo pipefail
+cmd=${1:-}
+dir=${2:-.gpu}
+
+stage() {
+    set -e
+    cargo test --release --features cuda,wgpu --test device_conformance --no-run
+    cargo bench --features cuda,wgpu --bench apply --no-run
+    cargo build --release --features cuda --example cuda_step
+    mkdir -p "$dir"
+    local t
+    t=$(cargo test --release --features cuda,wgpu --test device_conformance --no-run 2>&1 |
+        sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+    cp "$t" "$dir/device_conformance"
+    t=$(cargo bench --features cuda,wgpu --bench apply --no-run 2>&1 |
+        sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+    cp "$t" "$dir/apply"
+    cp target/release/examples/cuda_step "$dir/cuda_step"
+    strip "$dir"/device_conformance "$dir"/apply "$dir"/cuda_step
+    cp ../shared/data/tokenizers/llama3/tokenizer.json "$dir/llama3.json"
+    ls -la "$dir"
+}
+
+run() {
+    local out=${OUT:-/tmp/gpu-check}
+    mkdir -p "$out"
+    for f in .gl/*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done
+    ldconfig
+    local icd
+    for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \
+        /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+        if [ -e "$icd" ]; then export VK_DRIVER_FILES=$icd; break; fi
+    done
+    # NVRTC: the toolkit's, else the one in PyTorch's wheels.
+    local lib
+    lib=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null |
+        while read -r d; do ls "$d"/libnvrtc.so* >/dev/null 2>&1 && echo "$d"; done | head -1)
+    if [ -z "$lib" ]; then
+        lib=$(dirname "$(find / -name 'libnvrtc.so*' -not -path '/proc/*' 2>/dev/null | head -1)")
+    fi
+    export LD_LIBRARY_PATH=${lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    {
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,ecc.mode.current,pstate --format=csv
+        echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-none} nvrtc=$lib"
+        ldconfig -p | grep -E "libvulkan|libGLX_nvidia|libGLdispatch|libnvidia-gpucomp" | head
+        [ -n "${VK_DRIVER_FILES:-}" ] && cat "$VK_DRIVER_FILES"
+        nvcc --version 2>/dev/null | tail -2
+    } 2>&1 | tee "$out/gpu.txt"
+
+    want() { [[ " ${GPU_CHECK_STEPS:-1 2 3 4 5} " == *" $1 "* ]]; }
+    if want 1; then
+        echo "== 1. device conformance"
+        VK_LOADER_DEBUG=error timeout 180 "$dir/device_conformance" --test-threads=1 --nocapture 2>&1 |
+            tee "$out/conformance.log" | grep -E "skipped|test result|FAILED|panicked|mismatch|adapter|cases|ERROR|error" | head -40
+    fi
+    if want 2; then
+        echo "== 2. cargo bench --bench apply (cuda, wgpu)"
+        timeout 300 "$dir/apply" --bench "${GPU_CHECK_BENCH:-apply/(cuda|wgpu)/}" >"$out/bench.log" 2>&1
+        echo "bench rc $?"
+        awk '/^apply\// {name = $1} /thrpt:/ {print name, $0}' "$out/bench.log"
+        grep -E "skipped|bench on" "$out/bench.log"
+    fi
+    if want 3; then
+        echo "== 3. PyTorch masked_fill_ and XGrammar"
+        local wheel
+        wheel=$(ls .whl/xgrammar-*.whl 2>/dev/null | head -1)
+        PYTHONUNBUFFERED=1 timeout 240 python3 benches/torch_masked_fill.py --json "$out/torch.jsonl" \
+            ${wheel:+--xgrammar-wheel "$wheel"} 2>&1 | tee "$out/torch.log"
+    fi
+    if want 4; then
+        echo "== 4. one decoding step: fill on the CPU, apply on the GPU"
+        for schema in crates/cli/testdata/person.schema.json; do
+            timeout 60 "$dir/cuda_step" "$dir/llama3.json" "$schema" earley 256 2>&1 | tee -a "$out/step.log"
+            timeout 60 "$dir/cuda_step" "$dir/llama3.json" "$schema" regex-fsm 256 2>&1 | tee -a "$out/step.log"
+        done
+    fi
+    if want 5; then
+        echo "== 5. ncu on the largest f32 launch"
+        if command -v ncu >/dev/null; then
+            timeout 120 ncu --clock-control none -k regex:apply_bitmask -c 1 \
+                --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+                "$dir/apply" --bench 'apply/cuda/f32/b4096_v151936' >"$out/ncu.txt" 2>&1
+            grep -E "Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers|L2 Hit|Mem Busy|Max Bandwidth" "$out/ncu.txt" | head -20
+            echo "-- ncu: one row of 128,256 f32 logits (examples/cuda_step)"
+            timeout 60 ncu --clock-control none -k regex:apply_bitmask -c 4 --section SpeedOfLight \
+                "$dir/cuda_step" "$dir/llama3.json" crates/cli/testdata/person.schema.json earley 8 \
+                >"$out/ncu-step.txt" 2>&1
+            grep -E "Duration" "$out/ncu-step.txt"
+        fi
+    fi
+}
+
+case "$cmd" in
+stage) stage ;;
+run) run ;;
+*)
+    echo "usage: $0 stage|run [DIR]" >&2
+    exit 2
+    ;;
+esac
