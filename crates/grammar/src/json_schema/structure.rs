@@ -313,12 +313,21 @@ impl<'a> Lowerer<'a> {
         let integers = m.types & INTEGER != 0;
         let fractions = m.types & FRACTION != 0;
         let mut multiple: Option<(u64, &str)> = None;
+        // The coarsest `multipleOf` 10^-d among them: a decimal is a
+        // multiple of 10^-d exactly when it needs at most d fraction digits.
+        let mut decimals: Option<(u32, &str)> = None;
         for (k, ptr) in &m.multiple_of {
             if k.fract() != 0.0 {
-                return Err(GrammarError::unsupported_at(
-                    ptr,
-                    format!("multipleOf {k} (not an integer)"),
-                ));
+                let Some(d) = decimal_step(*k) else {
+                    return Err(GrammarError::unsupported_at(
+                        ptr,
+                        format!("multipleOf {k} (neither an integer nor a power of 1/10)"),
+                    ));
+                };
+                if decimals.is_none_or(|(old, _)| d < old) {
+                    decimals = Some((d, ptr));
+                }
+                continue;
             }
             if *k > 1e15 {
                 return Err(GrammarError::unsupported_at(ptr, format!("multipleOf {k}")));
@@ -385,7 +394,7 @@ impl<'a> Lowerer<'a> {
                     "bounds on numbers that must not be integers",
                 ));
             }
-            if let Some((_, ptr)) = multiple {
+            if let Some((_, ptr)) = multiple.or(decimals.map(|(_, p)| (0, p))) {
                 return Err(GrammarError::unsupported_at(
                     ptr,
                     "multipleOf on numbers that must not be integers",
@@ -393,7 +402,13 @@ impl<'a> Lowerer<'a> {
             }
             return Ok(Lang::atom(format!("(?:{NON_INTEGER})"), 6));
         }
+        // With `multipleOf` 10^-d: decimals written without exponent, with
+        // at most d fraction digits (every multiple has such a spelling).
+        let decimals = decimals.map(|(d, _)| d);
         if m.lower.is_empty() && m.upper.is_empty() {
+            if decimals.is_some() {
+                return Ok(numeric::number_with_bounds(None, None, decimals));
+            }
             return Ok(Lang::atom(format!("(?:{NUMBER})"), 6));
         }
         // Decimals between integer bounds, compared exactly. A validator that
@@ -449,6 +464,7 @@ impl<'a> Lowerer<'a> {
         let mut fraction_piece = None;
         let mut lower_bounds = &m.lower[..];
         if let [b] = &m.lower[..]
+            && decimals.is_none()
             && !b.exclusive
             && let BoundValue::Fraction(f) = bound_value(b)?
             && f > 0.0
@@ -496,7 +512,13 @@ impl<'a> Lowerer<'a> {
             ]);
             return Ok(rx::alt([above, piece]));
         }
-        let digits = exclusive_seen.then_some(EXCLUSIVE_FRACTION_DIGITS);
+        let digits = match (
+            exclusive_seen.then_some(EXCLUSIVE_FRACTION_DIGITS),
+            decimals,
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         Ok(numeric::number_with_bounds(
             lower.as_ref().map(|(v, e)| (v, *e)),
             upper.as_ref().map(|(v, e)| (v, *e)),
@@ -1899,6 +1921,14 @@ fn push_class_char(class: &mut String, b: u8) {
 /// Fraction digit strings `D` with `0.D >= 0.F` (`F` non-empty, no
 /// trailing zero): `D` agrees with `F` up to a larger digit, or starts
 /// with all of `F`.
+/// `d` when `k` is 10^-d (0.1, 0.01, …, as a double: the double nearest to
+/// it), for d in 1..=15.
+fn decimal_step(k: f64) -> Option<u32> {
+    let text = k.to_string();
+    let zeros = text.strip_prefix("0.")?.strip_suffix('1')?;
+    (zeros.bytes().all(|c| c == b'0') && zeros.len() < 15).then(|| zeros.len() as u32 + 1)
+}
+
 fn fraction_at_least(f: &str) -> Lang {
     let digits: Vec<u8> = f.bytes().map(|b| b - b'0').collect();
     let any = Lang::atom("[0-9]", 1);

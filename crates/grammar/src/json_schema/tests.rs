@@ -596,8 +596,100 @@ fn integer_and_number_bounds() {
         &["0.5", "0.75", "3"],
         &["0.49", "0", "-0.5"],
     );
-    unsupported_at(json!({"type": "number", "multipleOf": 0.01}), "/multipleOf");
+    unsupported_at(json!({"type": "number", "multipleOf": 0.25}), "/multipleOf");
     unsupported_at(json!({"type": "integer", "multipleOf": 7}), "/multipleOf");
+}
+
+/// `multipleOf` 10^-d on numbers, alone and with integer bounds, checked
+/// against exact decimal arithmetic on every literal of a grid: accepted
+/// literals are multiples within the bounds, and every such literal without
+/// exponent and with at most d fraction digits is accepted (`0.1` and `0.01`
+/// as schemas write them, doubles near 10^-d).
+#[test]
+fn decimal_multiple_of_on_numbers() {
+    // Literals -25.0000 … 25.0000 in many spellings, as (text, value in
+    // 10^-4 units, fraction digits without trailing zeros, has exponent).
+    let mut literals: Vec<(String, i64, usize, bool)> = Vec::new();
+    for units in (-250_000i64..=250_000)
+        .step_by(997)
+        .chain([0, 10_000, -10_000, 250_000, -50])
+    {
+        let (sign, mag) = (if units < 0 { "-" } else { "" }, units.unsigned_abs());
+        let (int, frac) = (mag / 10_000, format!("{:04}", mag % 10_000));
+        let significant = frac.trim_end_matches('0').len();
+        for digits in [0usize, 1, 2, 3, 4, 6] {
+            if digits < significant || (digits == 0 && significant > 0) {
+                continue;
+            }
+            let text = match digits {
+                0 => format!("{sign}{int}"),
+                _ => format!("{sign}{int}.{:0<digits$}", frac.trim_end_matches('0')),
+            };
+            literals.push((text, units, significant, false));
+        }
+        if significant == 0 && int > 0 {
+            literals.push((format!("{sign}{int}e0"), units, 0, true));
+        }
+    }
+    let cases = [
+        (json!({"type": "number", "multipleOf": 0.01}), 2, None, None),
+        (
+            json!({"type": "number", "multipleOf": 0.1, "minimum": 0}),
+            1,
+            Some((0, false)),
+            None,
+        ),
+        (
+            json!({"type": "number", "multipleOf": 0.001, "minimum": -3, "exclusiveMaximum": 7}),
+            3,
+            Some((-3, false)),
+            Some((7, true)),
+        ),
+        (
+            json!({"type": "number", "allOf": [{"multipleOf": 0.01}, {"multipleOf": 0.1}]}),
+            1,
+            None,
+            None,
+        ),
+    ];
+    for (schema, d, lo, hi) in cases {
+        let r = lower(schema.clone());
+        let step = 10i64.pow(4 - d as u32);
+        for (text, units, significant, exponent) in &literals {
+            let multiple = units % step == 0;
+            let within = lo.is_none_or(|(b, excl): (i64, bool)| {
+                let b = b * 10_000;
+                if excl { *units > b } else { *units >= b }
+            }) && hi.is_none_or(|(b, excl): (i64, bool)| {
+                let b = b * 10_000;
+                if excl { *units < b } else { *units <= b }
+            });
+            let spelled = !exponent && text.split('.').nth(1).is_none_or(|f| f.len() <= d);
+            let accepted = r.is_match(text);
+            if accepted {
+                assert!(multiple && within, "{schema} accepts {text}");
+            }
+            if multiple && within && spelled {
+                assert!(accepted, "{schema} rejects {text}");
+            }
+            assert!(*significant <= 4);
+        }
+    }
+    // Integers are multiples of any 10^-d; numbers that must not be integers
+    // with such a step are refused.
+    check(
+        json!({"type": "integer", "multipleOf": 0.1}),
+        &["0", "-7", "12"],
+        &["1.5", "1.0"],
+    );
+    unsupported_at(
+        json!({"type": "number", "multipleOf": 0.1, "minimum": 0.5}),
+        "/minimum",
+    );
+    unsupported_at(
+        json!({"type": "number", "multipleOf": 0.1, "not": {"type": "integer"}}),
+        "/multipleOf",
+    );
 }
 
 #[test]
