@@ -1,10 +1,9 @@
 //! Numbers: the JSON number grammar, exact digit-range regexes for integer
 //! bounds, and bounded decimals.
 //!
-//! Bounds are exact decimal integers (digit strings), so a range like
-//! `minimum: -3, maximum: 1e20` is generated digit by digit with no
-//! overflow. Non-integer bounds on `number` are not lowered here (see
-//! [`number_with_bounds`]).
+//! Bounds are exact decimals (digit strings), so a range like
+//! `minimum: -3.25, maximum: 1e20` is generated digit by digit with no
+//! overflow or rounding.
 
 use super::rx::{self, Lang};
 use std::cmp::Ordering;
@@ -266,15 +265,249 @@ pub(crate) fn int_range(lo: Option<&Int>, hi: Option<&Int>) -> Lang {
     rx::alt(parts)
 }
 
-/// What the fraction of a decimal must be, for one range of integer parts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Frac {
-    /// Absent or any digits.
-    Any,
-    /// Absent or all zeros (the value is the integer part).
-    Zero,
-    /// Present with a non-zero digit.
-    NonZero,
+/// A decimal bound: sign, integer part and fraction digits without trailing
+/// zeros (zero is never negative).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Dec {
+    pub neg: bool,
+    pub int: Nat,
+    pub frac: String,
+}
+
+impl Dec {
+    pub fn from_int(i: &Int) -> Dec {
+        Dec {
+            neg: i.neg,
+            int: i.mag.clone(),
+            frac: String::new(),
+        }
+    }
+
+    /// A JSON number's text (`-12.50`, `1e-7`, `2.5E+3`) as its exact
+    /// decimal value; `None` for anything else or an exponent beyond ±400.
+    pub fn parse(text: &str) -> Option<Dec> {
+        let (neg, rest) = match text.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, text),
+        };
+        let (mantissa, exp) = match rest.find(['e', 'E']) {
+            Some(i) => (&rest[..i], rest[i + 1..].parse::<i32>().ok()?),
+            None => (rest, 0),
+        };
+        if exp.abs() > 400 {
+            return None;
+        }
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        let digit_str = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+        if int.is_empty() || !digit_str(int) || !digit_str(frac) {
+            return None;
+        }
+        // All digits, and where the point goes among them.
+        let digits = format!("{int}{frac}");
+        let point = int.len() as i64 + i64::from(exp);
+        let (int, frac) = if point <= 0 {
+            (
+                String::new(),
+                format!("{}{digits}", "0".repeat((-point) as usize)),
+            )
+        } else if point as usize >= digits.len() {
+            let pad = point as usize - digits.len();
+            (format!("{digits}{}", "0".repeat(pad)), String::new())
+        } else {
+            let (i, f) = digits.split_at(point as usize);
+            (i.to_string(), f.to_string())
+        };
+        let int = Nat::new(&int);
+        let frac = frac.trim_end_matches('0').to_string();
+        let neg = neg && !(int.is_zero() && frac.is_empty());
+        Some(Dec { neg, int, frac })
+    }
+
+    fn is_zero(&self) -> bool {
+        self.int.is_zero() && self.frac.is_empty()
+    }
+
+    fn negated(&self) -> Dec {
+        Dec {
+            neg: !self.neg && !self.is_zero(),
+            ..self.clone()
+        }
+    }
+}
+
+impl PartialOrd for Dec {
+    fn partial_cmp(&self, other: &Dec) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Dec {
+    fn cmp(&self, other: &Dec) -> Ordering {
+        let magnitude = || {
+            self.int
+                .cmp(&other.int)
+                .then_with(|| self.frac.as_str().cmp(other.frac.as_str()))
+        };
+        match (self.neg, other.neg) {
+            (false, false) => magnitude(),
+            (true, true) => magnitude().reverse(),
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+        }
+    }
+}
+
+/// The fraction (the digits after the point, as the value 0.f) must lie
+/// above `lo` and below `hi`, each `(digits without trailing zeros,
+/// strict)`; `None`: no bound. `("", false)` as `lo` is no bound either.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Frac {
+    lo: Option<(String, bool)>,
+    hi: Option<(String, bool)>,
+}
+
+impl Frac {
+    fn any() -> Frac {
+        Frac { lo: None, hi: None }
+    }
+
+    fn at_least(digits: &str, strict: bool) -> Frac {
+        Frac {
+            lo: (strict || !digits.is_empty()).then(|| (digits.to_string(), strict)),
+            hi: None,
+        }
+    }
+
+    fn at_most(digits: &str, strict: bool) -> Frac {
+        Frac {
+            lo: None,
+            hi: Some((digits.to_string(), strict)),
+        }
+    }
+
+    /// Both conditions, or `None` when no fraction meets them. Fraction
+    /// digit strings without trailing zeros compare as their values.
+    fn and(&self, other: &Frac) -> Option<Frac> {
+        let tighter =
+            |a: &Option<(String, bool)>, b: &Option<(String, bool)>, want: Ordering| match (a, b) {
+                (None, x) | (x, None) => x.clone(),
+                (Some((x, xs)), Some((y, ys))) => match x.cmp(y) {
+                    Ordering::Equal => Some((x.clone(), *xs || *ys)),
+                    o if o == want => Some((x.clone(), *xs)),
+                    _ => Some((y.clone(), *ys)),
+                },
+            };
+        let lo = tighter(&self.lo, &other.lo, Ordering::Greater);
+        let hi = tighter(&self.hi, &other.hi, Ordering::Less);
+        if let (Some((l, ls)), Some((h, hs))) = (&lo, &hi) {
+            match l.cmp(h) {
+                Ordering::Greater => return None,
+                Ordering::Equal if *ls || *hs => return None,
+                _ => {}
+            }
+        }
+        if let Some((h, true)) = &hi
+            && h.is_empty()
+        {
+            return None;
+        }
+        Some(Frac { lo, hi })
+    }
+
+    /// Whether a value with no fraction (or an all-zero one) qualifies.
+    fn zero_ok(&self) -> bool {
+        self.lo.is_none()
+            && self
+                .hi
+                .as_ref()
+                .is_none_or(|(h, strict)| !(h.is_empty() && *strict))
+    }
+}
+
+/// Non-empty digit strings of at most `left` digits (`None`: any length)
+/// whose value 0.s meets `lo` and `hi` (as in [`Frac`], `lo` never
+/// `("", false)`).
+fn fraction_digits(lo: Option<(&str, bool)>, hi: Option<(&str, bool)>, left: Option<u32>) -> Lang {
+    if left == Some(0) {
+        return Lang::Never;
+    }
+    let upto = |n: u32| left.map(|l| l.saturating_sub(n));
+    let any_digits = |min: u32, max: Option<u32>| rx::repeat(Lang::atom("[0-9]", 1), min, max);
+    match (lo, hi) {
+        (_, Some(("", true))) => Lang::Never,
+        (Some(("", true)), Some(("", false))) => Lang::Never,
+        // All zeros.
+        (None, Some(("", false))) => rx::repeat(Lang::lit("0"), 1, left),
+        (None, None) => any_digits(1, left),
+        // A non-zero digit somewhere: zeros, the first non-zero digit, any.
+        (Some(("", true)), None) => match left {
+            None => rx::seq([
+                rx::repeat(Lang::lit("0"), 0, None),
+                Lang::atom("[1-9]", 1),
+                any_digits(0, None),
+            ]),
+            // Its first non-zero digit at position k.
+            Some(n) => rx::alt((0..n).map(|k| {
+                rx::seq([
+                    rx::repeat(Lang::lit("0"), k, Some(k)),
+                    Lang::atom("[1-9]", 1),
+                    any_digits(0, Some(n - k - 1)),
+                ])
+            })),
+        },
+        _ => {
+            // Split on the first digit c: below lo's first digit (or above
+            // hi's) fails; equal to it keeps that bound for the rest;
+            // strictly between, the rest is free.
+            let first =
+                |b: Option<(&str, bool)>| b.map(|(g, _)| g.bytes().next().map_or(0, |d| d - b'0'));
+            let (l0, h0) = (first(lo), first(hi));
+            // The bound on the digits after c. `("", false)` left of a lower
+            // bound is met; of an upper one, it asks for zeros.
+            fn rest_of(
+                b: Option<(&str, bool)>,
+                c: u8,
+                d: Option<u8>,
+                lower: bool,
+            ) -> Option<(&str, bool)> {
+                match (b, d) {
+                    (Some((g, strict)), Some(d)) if c == d => {
+                        let tail = g.get(1..).unwrap_or("");
+                        (!lower || strict || !tail.is_empty()).then_some((tail, strict))
+                    }
+                    _ => None,
+                }
+            }
+            let mut alternatives = Vec::new();
+            let (from, to) = (l0.unwrap_or(0), h0.unwrap_or(9));
+            let mut c = from;
+            while c <= to {
+                let (lo_next, hi_next) = (rest_of(lo, c, l0, true), rest_of(hi, c, h0, false));
+                if lo_next.is_none() && hi_next.is_none() && Some(c) != l0 && Some(c) != h0 {
+                    // A run of free digits up to the next tight one.
+                    let mut end = c;
+                    while end < to && Some(end + 1) != h0 {
+                        end += 1;
+                    }
+                    let class = if c == end {
+                        Lang::lit(&c.to_string())
+                    } else {
+                        Lang::atom(format!("[{c}-{end}]"), 1)
+                    };
+                    alternatives.push(rx::seq([class, any_digits(0, upto(1))]));
+                    c = end + 1;
+                    continue;
+                }
+                let ends_here = lo_next.is_none()
+                    && hi_next.is_none_or(|(h, strict)| !(h.is_empty() && strict));
+                let more = fraction_digits(lo_next, hi_next, upto(1));
+                let tail = if ends_here { rx::opt(more) } else { more };
+                alternatives.push(rx::seq([Lang::lit(&c.to_string()), tail]));
+                c += 1;
+            }
+            rx::alt(alternatives)
+        }
+    }
 }
 
 /// One piece of a bounded decimal: magnitudes whose integer part lies in
@@ -287,13 +520,13 @@ struct Piece {
     frac: Frac,
 }
 
-/// JSON numbers without exponent whose value lies within the integer bounds.
+/// JSON numbers without exponent whose value lies within the bounds.
 /// `lower`/`upper` are `(bound, exclusive)`. `max_frac_digits` limits the
 /// fraction (used with exclusive bounds, so that no literal can round to the
-/// bound when a validator parses it as a double).
+/// bound when a validator parses it as a double, and for `multipleOf` 10^-d).
 pub(crate) fn number_with_bounds(
-    lower: Option<(&Int, bool)>,
-    upper: Option<(&Int, bool)>,
+    lower: Option<(&Dec, bool)>,
+    upper: Option<(&Dec, bool)>,
     max_frac_digits: Option<u32>,
 ) -> Lang {
     let mut pieces = vec![
@@ -301,13 +534,13 @@ pub(crate) fn number_with_bounds(
             negative: false,
             lo: Nat::zero(),
             hi: None,
-            frac: Frac::Any,
+            frac: Frac::any(),
         },
         Piece {
             negative: true,
             lo: Nat::zero(),
             hi: None,
-            frac: Frac::Any,
+            frac: Frac::any(),
         },
     ];
     if let Some((m, exclusive)) = lower {
@@ -318,7 +551,7 @@ pub(crate) fn number_with_bounds(
     }
     if let Some((m, exclusive)) = upper {
         // v <= m  <=>  -v >= -m: mirror, restrict, mirror back.
-        let neg_m = Int::from_nat(!m.neg, m.mag.clone());
+        let neg_m = m.negated();
         pieces = pieces
             .into_iter()
             .map(|p| Piece {
@@ -332,35 +565,15 @@ pub(crate) fn number_with_bounds(
             })
             .collect();
     }
-    let any_frac = match max_frac_digits {
-        None => Lang::atom(r"[0-9]+", 2),
-        Some(n) => Lang::atom(format!("[0-9]{{1,{n}}}"), 2),
-    };
     let parts = pieces.into_iter().map(|p| {
         let ints = nat_range(&p.lo, p.hi.as_ref());
-        let frac = match p.frac {
-            Frac::Any => rx::opt(rx::seq([Lang::lit("."), any_frac.clone()])),
-            Frac::Zero => rx::opt(match max_frac_digits {
-                None => Lang::atom(r"\.0+", 2),
-                Some(n) => Lang::atom(format!(r"\.0{{1,{n}}}"), 2),
-            }),
-            Frac::NonZero => match max_frac_digits {
-                None => Lang::atom(r"\.[0-9]*[1-9][0-9]*", 2),
-                Some(n) => {
-                    // A non-zero fraction of at most n digits: its last
-                    // non-zero digit is at position k (1-based).
-                    rx::seq([
-                        Lang::lit("."),
-                        rx::alt((1..=n).map(|k| {
-                            rx::seq([
-                                rx::repeat(Lang::atom("[0-9]", 1), k - 1, Some(k - 1)),
-                                Lang::atom("[1-9]", 1),
-                                rx::repeat(Lang::atom("0", 0), 0, Some(n - k)),
-                            ])
-                        })),
-                    ])
-                }
-            },
+        let lo = p.frac.lo.as_ref().map(|(g, s)| (g.as_str(), *s));
+        let hi = p.frac.hi.as_ref().map(|(g, s)| (g.as_str(), *s));
+        let digits = rx::seq([Lang::lit("."), fraction_digits(lo, hi, max_frac_digits)]);
+        let frac = if p.frac.zero_ok() {
+            rx::opt(digits)
+        } else {
+            digits
         };
         rx::seq([
             if p.negative {
@@ -376,8 +589,9 @@ pub(crate) fn number_with_bounds(
 }
 
 /// The part of piece `p` with value >= m (or > m).
-fn restrict_lower(p: Piece, m: &Int, exclusive: bool) -> Vec<Piece> {
+fn restrict_lower(p: Piece, m: &Dec, exclusive: bool) -> Vec<Piece> {
     let mut out = Vec::new();
+    let (k, g) = (&m.int, m.frac.as_str());
     if !p.negative {
         // v = A.F >= 0.
         if m.neg {
@@ -385,32 +599,34 @@ fn restrict_lower(p: Piece, m: &Int, exclusive: bool) -> Vec<Piece> {
             out.push(p);
             return out;
         }
-        let k = &m.mag;
         // A > k: any fraction.
-        intersect(&p, k.succ(), None, Frac::Any, &mut out);
-        // A == k: v >= k always, v > k iff the fraction is non-zero.
+        intersect(&p, k.succ(), None, Frac::any(), &mut out);
+        // A == k: the fraction at least (above) m's.
         intersect(
             &p,
             k.clone(),
             Some(k.clone()),
-            if exclusive { Frac::NonZero } else { Frac::Any },
+            Frac::at_least(g, exclusive),
             &mut out,
         );
     } else {
         // v = -(A.F); v >= m  <=>  A.F <= -m.
-        if !m.neg && (!m.mag.is_zero() || exclusive) {
-            // m > 0, or v > 0: no negative (or negative-zero) value qualifies.
+        if !m.neg && !m.is_zero() {
+            // m > 0: no negative (or negative-zero) value qualifies.
             return out;
         }
-        let k = &m.mag; // -m = k >= 0
-        // A < k: A.F < k, both for <= and <.
+        // -m = k.g >= 0. A < k: A.F < k.g, both for <= and <.
         if !k.is_zero() {
-            intersect(&p, Nat::zero(), Some(k.pred()), Frac::Any, &mut out);
+            intersect(&p, Nat::zero(), Some(k.pred()), Frac::any(), &mut out);
         }
-        // A == k: A.F <= k iff the fraction is zero; A.F < k never.
-        if !exclusive {
-            intersect(&p, k.clone(), Some(k.clone()), Frac::Zero, &mut out);
-        }
+        // A == k: the fraction at most (below) m's.
+        intersect(
+            &p,
+            k.clone(),
+            Some(k.clone()),
+            Frac::at_most(g, exclusive),
+            &mut out,
+        );
     }
     out
 }
@@ -425,10 +641,8 @@ fn intersect(p: &Piece, lo: Nat, hi: Option<Nat>, frac: Frac, out: &mut Vec<Piec
     if hi.as_ref().is_some_and(|h| *h < lo) {
         return;
     }
-    let frac = match (p.frac, frac) {
-        (Frac::Any, f) | (f, Frac::Any) => f,
-        (a, b) if a == b => a,
-        _ => return,
+    let Some(frac) = p.frac.and(&frac) else {
+        return;
     };
     out.push(Piece {
         negative: p.negative,
@@ -490,32 +704,68 @@ mod tests {
         assert!(int("-5") < int("-4"));
     }
 
+    /// A decimal text with at most 4 fraction digits in units of 10^-4.
+    fn units(text: &str) -> i64 {
+        let (neg, t) = text.strip_prefix('-').map_or((false, text), |t| (true, t));
+        let (i, f) = t.split_once('.').unwrap_or((t, ""));
+        assert!(f.len() <= 4, "{text}");
+        let v = i.parse::<i64>().unwrap() * 10_000 + format!("{f:0<4}").parse::<i64>().unwrap();
+        if neg { -v } else { v }
+    }
+
+    /// Every literal of a grid (-30 … 30 by 0.0001-unit steps of 37, and the
+    /// bounds' neighbours, each in several spellings) against exact decimal
+    /// comparison: accepted exactly when within the bounds, for spellings
+    /// without exponent and within the digit limit.
     #[test]
     fn bounded_decimals() {
         let check = |lower: Option<(&str, bool)>,
                      upper: Option<(&str, bool)>,
                      frac: Option<u32>| {
-            let lo = lower.map(|(v, e)| (int(v), e));
-            let hi = upper.map(|(v, e)| (int(v), e));
+            let lo = lower.map(|(v, e)| (Dec::parse(v).unwrap(), e));
+            let hi = upper.map(|(v, e)| (Dec::parse(v).unwrap(), e));
             let l = number_with_bounds(
                 lo.as_ref().map(|(v, e)| (v, *e)),
                 hi.as_ref().map(|(v, e)| (v, *e)),
                 frac,
             );
             let r = whole(&l);
-            for text in [
-                "0", "-0", "0.0", "-0.0", "0.5", "-0.5", "1", "1.0", "1.5", "-1", "-1.0", "-1.5",
-                "2", "2.25", "-2", "9.99", "10", "10.0", "10.01", "-10", "-10.5", "123",
-            ] {
-                let v: f64 = text.parse().unwrap();
-                let want = lower.is_none_or(|(m, e)| {
-                    let m: f64 = m.parse().unwrap();
-                    if e { v > m } else { v >= m }
-                }) && upper.is_none_or(|(m, e)| {
-                    let m: f64 = m.parse().unwrap();
-                    if e { v < m } else { v <= m }
-                });
-                assert_eq!(r.is_match(text), want, "{text} with {lower:?} {upper:?}");
+            let mut values: Vec<i64> = (-300_000i64..=300_000).step_by(37).collect();
+            for (b, _) in lower.iter().chain(upper.iter()) {
+                let u = units(b);
+                values.extend([u - 10_000, u - 1, u, u + 1, u + 10_000, -u, -u + 1, -u - 1]);
+            }
+            for u in values {
+                let (sign, mag) = (if u < 0 { "-" } else { "" }, u.unsigned_abs());
+                let frac_digits = format!("{:04}", mag % 10_000);
+                let significant = frac_digits.trim_end_matches('0');
+                let int = mag / 10_000;
+                let mut spellings = vec![];
+                for extra in 0..=2usize {
+                    let f = format!("{significant}{}", "0".repeat(extra));
+                    spellings.push(if f.is_empty() {
+                        format!("{sign}{int}")
+                    } else {
+                        format!("{sign}{int}.{f}")
+                    });
+                }
+                if significant.is_empty() {
+                    spellings.push(format!("{sign}{int}.0"));
+                }
+                if u == 0 {
+                    spellings.extend(["-0".to_string(), "-0.0".to_string(), "0.00".to_string()]);
+                }
+                let want = lower.is_none_or(|(m, e)| if e { u > units(m) } else { u >= units(m) })
+                    && upper.is_none_or(|(m, e)| if e { u < units(m) } else { u <= units(m) });
+                for text in spellings {
+                    let digits = text.split_once('.').map_or(0, |(_, f)| f.len() as u32);
+                    let got = r.is_match(&text);
+                    if got {
+                        assert!(want, "{text} accepted with {lower:?} {upper:?} {frac:?}");
+                    } else if want && frac.is_none_or(|n| digits <= n) {
+                        panic!("{text} rejected with {lower:?} {upper:?} {frac:?}");
+                    }
+                }
             }
         };
         check(Some(("0", false)), None, None);
@@ -525,5 +775,34 @@ mod tests {
         check(None, Some(("10", false)), None);
         check(Some(("-10", false)), Some(("-1", true)), None);
         check(Some(("2", true)), Some(("10", true)), Some(3));
+        // Non-integer bounds.
+        check(Some(("0.3", false)), None, None);
+        check(Some(("2.05", false)), Some(("10", false)), None);
+        check(Some(("-2.5", true)), Some(("2.5", true)), Some(6));
+        check(Some(("1.25", true)), Some(("1.75", false)), None);
+        check(Some(("1.2", false)), Some(("1.2", false)), None);
+        check(Some(("1.2", true)), Some(("1.2", false)), None);
+        check(Some(("-0.05", false)), Some(("0.05", true)), Some(1));
+        check(Some(("-7.0509", false)), Some(("-7.05", true)), None);
+        check(None, Some(("-0.0001", false)), Some(2));
+        check(Some(("0.0001", true)), Some(("0.01", false)), Some(4));
+        check(Some(("-29.99", false)), Some(("29.99", false)), Some(2));
+    }
+
+    #[test]
+    fn decimal_texts_parse_exactly() {
+        let dec = |t: &str| Dec::parse(t).map(|d| (d.neg, d.int.digits().to_string(), d.frac));
+        let d = |neg: bool, i: &str, f: &str| Some((neg, i.to_string(), f.to_string()));
+        assert_eq!(dec("12.50"), d(false, "12", "5"));
+        assert_eq!(dec("-0.0"), d(false, "0", ""));
+        assert_eq!(dec("1e-7"), d(false, "0", "0000001"));
+        assert_eq!(dec("-2.5E+3"), d(true, "2500", ""));
+        assert_eq!(dec("123.456e-1"), d(false, "12", "3456"));
+        assert_eq!(dec("0.000"), d(false, "0", ""));
+        assert_eq!(dec("1e999"), None);
+        assert_eq!(dec("1."), d(false, "1", ""));
+        assert_eq!(dec(".5"), None);
+        assert!(Dec::parse("-1.5").unwrap() < Dec::parse("-1.25").unwrap());
+        assert!(Dec::parse("0.05").unwrap() > Dec::parse("0.0499").unwrap());
     }
 }

@@ -7,7 +7,7 @@ use super::lower::{
     ARRAY, BOOLEAN, Contains, Dependency, FRACTION, INTEGER, Lowerer, Merged, NULL, Node, OBJECT,
     STRING, STRING_CHAR, kind_of,
 };
-use super::numeric::{self, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
+use super::numeric::{self, Dec, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang, Prec};
 use super::unevaluated::Member;
 use crate::pieces::Verbatim;
@@ -411,30 +411,48 @@ impl<'a> Lowerer<'a> {
             }
             return Ok(Lang::atom(format!("(?:{NUMBER})"), 6));
         }
-        // Decimals between integer bounds, compared exactly. A validator that
-        // parses the literal as a double rounds monotonically, so an
-        // inclusive bound that is itself a double holds for the double too.
+        // Decimals between decimal bounds, compared exactly. A validator
+        // that parses the literal as a double rounds monotonically, so an
+        // inclusive bound (the double's shortest spelling, which parses back
+        // to it) holds for the double too. Rounding could reach an exclusive
+        // bound: with one, literals get at most EXCLUSIVE_FRACTION_DIGITS
+        // fraction digits, and the bound no more, within
+        // ±EXCLUSIVE_NUMBER_BOUND_LIMIT, where such decimals are distinct
+        // doubles.
         let mut exclusive_seen = false;
         let mut pick = |bounds: &[super::lower::Bound<'a>],
                         want_max: bool|
-         -> Result<Option<(Int, bool)>, GrammarError> {
-            let mut best: Option<(Int, bool)> = None;
+         -> Result<Option<(Dec, bool)>, GrammarError> {
+            let mut best: Option<(Dec, bool)> = None;
             for b in bounds {
-                let BoundValue::Exact(v) = bound_value(b)? else {
-                    return Err(GrammarError::unsupported_at(
-                        &b.ptr,
-                        "a non-integer bound on a `number`",
-                    ));
+                let (v, magnitude_ok) = match bound_value(b)? {
+                    BoundValue::Exact(v) => {
+                        if !exactly_double(&v) {
+                            return Err(GrammarError::unsupported_at(
+                                &b.ptr,
+                                "a bound on a `number` that is not exactly a double",
+                            ));
+                        }
+                        let ok = within_magnitude(&v, EXCLUSIVE_NUMBER_BOUND_LIMIT);
+                        (Dec::from_int(&v), ok)
+                    }
+                    BoundValue::Fraction(f) => {
+                        let v = Dec::parse(&f.to_string()).expect("a finite double's spelling");
+                        if b.exclusive && v.frac.len() > EXCLUSIVE_FRACTION_DIGITS as usize {
+                            return Err(GrammarError::unsupported_at(
+                                &b.ptr,
+                                format!(
+                                    "an exclusive bound on a `number` with more than \
+                                     {EXCLUSIVE_FRACTION_DIGITS} fraction digits"
+                                ),
+                            ));
+                        }
+                        (v, f.abs() <= EXCLUSIVE_NUMBER_BOUND_LIMIT as f64)
+                    }
                 };
-                if !exactly_double(&v) {
-                    return Err(GrammarError::unsupported_at(
-                        &b.ptr,
-                        "a bound on a `number` that is not exactly a double",
-                    ));
-                }
                 if b.exclusive {
                     exclusive_seen = true;
-                    if !within_magnitude(&v, EXCLUSIVE_NUMBER_BOUND_LIMIT) {
+                    if !magnitude_ok {
                         return Err(GrammarError::unsupported_at(
                             &b.ptr,
                             format!(
@@ -457,61 +475,8 @@ impl<'a> Lowerer<'a> {
             }
             Ok(best)
         };
-        // One inclusive positive non-integer lower bound `I.F`: values of
-        // at least `I+1` (an integer bound), or integer part `I` with a
-        // fraction at least `.F` (compared digit by digit, exactly; a
-        // validator parsing doubles rounds monotonically).
-        let mut fraction_piece = None;
-        let mut lower_bounds = &m.lower[..];
-        if let [b] = &m.lower[..]
-            && decimals.is_none()
-            && !b.exclusive
-            && let BoundValue::Fraction(f) = bound_value(b)?
-            && f > 0.0
-            && let Some((int_part, frac)) = b
-                .value
-                .to_string()
-                .split_once('.')
-                .map(|(i, f)| (i.to_string(), f.trim_end_matches('0').to_string()))
-            && int_part.bytes().all(|c| c.is_ascii_digit())
-            && !frac.is_empty()
-            && frac.bytes().all(|c| c.is_ascii_digit())
-        {
-            fraction_piece = Some((int_part, frac, b.ptr.clone()));
-            lower_bounds = &[];
-        }
-        let mut lower = pick(lower_bounds, true)?;
+        let lower = pick(&m.lower, true)?;
         let upper = pick(&m.upper, false)?;
-        if let Some((int_part, frac, ptr)) = fraction_piece {
-            let int = Int::parse(&int_part).expect("digits");
-            let next = int.succ();
-            // The piece `I.F..` lies below I+1: it needs an upper bound of
-            // at least I+1 (or none).
-            if upper.as_ref().is_some_and(|(u, _)| *u < next) {
-                return Err(GrammarError::unsupported_at(
-                    &ptr,
-                    "a non-integer bound on a `number` with a close upper bound",
-                ));
-            }
-            lower = Some((next, false));
-            let digits = exclusive_seen.then_some(EXCLUSIVE_FRACTION_DIGITS);
-            if digits.is_some() {
-                return Err(GrammarError::unsupported_at(
-                    &ptr,
-                    "a non-integer bound on a `number` with an exclusive bound",
-                ));
-            }
-            let above = numeric::number_with_bounds(
-                lower.as_ref().map(|(v, e)| (v, *e)),
-                upper.as_ref().map(|(v, e)| (v, *e)),
-                None,
-            );
-            let piece = rx::seq([
-                Lang::lit(&format!("{}.", int.mag.digits())),
-                fraction_at_least(&frac),
-            ]);
-            return Ok(rx::alt([above, piece]));
-        }
         let digits = match (
             exclusive_seen.then_some(EXCLUSIVE_FRACTION_DIGITS),
             decimals,
@@ -1927,22 +1892,6 @@ fn decimal_step(k: f64) -> Option<u32> {
     let text = k.to_string();
     let zeros = text.strip_prefix("0.")?.strip_suffix('1')?;
     (zeros.bytes().all(|c| c == b'0') && zeros.len() < 15).then(|| zeros.len() as u32 + 1)
-}
-
-fn fraction_at_least(f: &str) -> Lang {
-    let digits: Vec<u8> = f.bytes().map(|b| b - b'0').collect();
-    let any = Lang::atom("[0-9]", 1);
-    let mut alternatives = vec![rx::seq([Lang::lit(f), rx::repeat(any.clone(), 0, None)])];
-    for (i, d) in digits.iter().enumerate() {
-        if *d < 9 {
-            alternatives.push(rx::seq([
-                Lang::lit(&f[..i]),
-                Lang::atom(format!("[{}-9]", d + 1), 1),
-                rx::repeat(any.clone(), 0, None),
-            ]));
-        }
-    }
-    rx::alt(alternatives)
 }
 
 enum BoundValue {
