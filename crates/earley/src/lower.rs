@@ -414,7 +414,10 @@ impl<'a> Lowering<'a> {
         let part_max = self.config.max_lexeme_states.min(max);
         let pieces = g.fit_tree(tree.clone(), &mut |hir, depth| {
             let max = if depth == 0 { max } else { part_max };
-            if !self.fits_lazily_in(Measure::of(hir), max) {
+            // Parts too heavy are measured only as far as it takes to tell.
+            let fits = Measure::within(hir, self.lazy_weight_bound(max) as u64)
+                .is_some_and(|m| self.fits_lazily_in(m, max));
+            if !fits {
                 return Ok(None);
             }
             regex_text(hir).map(Some)
@@ -588,10 +591,14 @@ impl<'a> Lowering<'a> {
     /// DFA's own limit: a counted repetition has about as many DFA states
     /// as NFA states), no deeper than [`MAX_TREE_DEPTH`].
     fn fits_lazily_in(&self, m: Measure, max: usize) -> bool {
-        let bound = max
-            .saturating_mul(WEIGHT_A_STATE)
-            .min(self.config.max_dfa_states);
-        m.weight <= bound as u64 && m.depth <= MAX_TREE_DEPTH
+        m.weight <= self.lazy_weight_bound(max) as u64 && m.depth <= MAX_TREE_DEPTH
+    }
+
+    /// The heaviest tree [`Lowering::fits_lazily_in`] lets into a lexeme
+    /// of at most `max` states.
+    fn lazy_weight_bound(&self, max: usize) -> usize {
+        max.saturating_mul(WEIGHT_A_STATE)
+            .min(self.config.max_dfa_states)
     }
 
     /// The lazily built lexeme of the regex `key`, its tree made by `tree`

@@ -924,15 +924,21 @@ pub(crate) fn weight_by(hir: &Hir, class: &dyn Fn(&Class) -> u64) -> u64 {
 /// `cap`: reads no more of the tree than it takes to pass `cap` (a
 /// repetition's body no further than `cap` over its copies).
 pub fn weight_at_most(hir: &Hir, cap: u64) -> u64 {
+    weight_by_at_most(hir, &|_| 1, cap)
+}
+
+/// [`weight_by`] where it is at most `cap`, otherwise some number above
+/// `cap`, read as [`weight_at_most`] reads.
+pub(crate) fn weight_by_at_most(hir: &Hir, class: &dyn Fn(&Class) -> u64, cap: u64) -> u64 {
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => 0,
         HirKind::Literal(lit) => lit.0.len() as u64,
-        HirKind::Class(_) => 1,
-        HirKind::Capture(c) => weight_at_most(&c.sub, cap),
+        HirKind::Class(c) => class(c),
+        HirKind::Capture(c) => weight_by_at_most(&c.sub, class, cap),
         HirKind::Repetition(r) => {
             let copies = r.max.unwrap_or(r.min).max(r.min).max(1) as u64;
             let body_cap = cap / copies;
-            match weight_at_most(&r.sub, body_cap) {
+            match weight_by_at_most(&r.sub, class, body_cap) {
                 w if w > body_cap => cap.saturating_add(1),
                 w => w * copies,
             }
@@ -940,7 +946,7 @@ pub fn weight_at_most(hir: &Hir, cap: u64) -> u64 {
         HirKind::Concat(subs) | HirKind::Alternation(subs) => {
             let mut total = 0u64;
             for sub in subs {
-                total += weight_at_most(sub, cap - total);
+                total = total.saturating_add(weight_by_at_most(sub, class, cap - total));
                 if total > cap {
                     return cap.saturating_add(1);
                 }
@@ -1170,6 +1176,7 @@ mod tests {
             "(?:x(?:yz){3,5}){2}",
             "a*b+c?",
             "(?:(?:[0-9]{4}-){10}|abc){0,7}",
+            "(?:é[α-ω]{2,3}|[😀-😂]x)+\\p{L}{0,9}",
         ];
         for regex in regexes {
             let hir = regex_syntax::parse(regex).unwrap();
@@ -1180,6 +1187,15 @@ mod tests {
                     assert_eq!(capped, full, "{regex} at cap {cap}");
                 } else {
                     assert!(capped > cap, "{regex} at cap {cap}: {capped} of {full}");
+                }
+            }
+            // The measure a lexeme is chosen by, with classes weighed by
+            // their UTF-8 states: the same, or `None`, at every cap.
+            let measure = crate::regular::Measure::of(&hir);
+            for cap in 0..measure.weight + 3 {
+                match crate::regular::Measure::within(&hir, cap) {
+                    Some(m) => assert_eq!(m, measure, "{regex} at cap {cap}"),
+                    None => assert!(measure.weight > cap, "{regex} at cap {cap}"),
                 }
             }
         }

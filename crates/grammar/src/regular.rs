@@ -165,22 +165,38 @@ impl Measure {
 
     /// The measure of `hir` as built.
     pub fn of(hir: &Hir) -> Measure {
-        fn depth(hir: &Hir) -> u32 {
-            1 + match hir.kind() {
-                HirKind::Concat(subs) | HirKind::Alternation(subs) => {
-                    subs.iter().map(depth).max().unwrap_or(0)
-                }
-                HirKind::Repetition(r) => depth(&r.sub),
-                HirKind::Capture(c) => depth(&c.sub),
-                _ => 0,
-            }
-        }
         Measure {
-            weight: crate::pieces::weight_by(hir, &|class| match class {
-                Class::Unicode(c) => class_weight(c.ranges().last().map_or('\0', |r| r.end())),
-                Class::Bytes(_) => 1,
-            }),
-            depth: depth(hir),
+            weight: crate::pieces::weight_by(hir, &Measure::class),
+            depth: Measure::depth(hir),
+        }
+    }
+
+    /// [`Measure::of`] when its weight is at most `max_weight`, else
+    /// `None`, reading no more of a heavier tree than it takes to tell
+    /// (what taking a big piece apart asks of every part at every level).
+    pub fn within(hir: &Hir, max_weight: u64) -> Option<Measure> {
+        let weight = crate::pieces::weight_by_at_most(hir, &Measure::class, max_weight);
+        (weight <= max_weight).then(|| Measure {
+            weight,
+            depth: Measure::depth(hir),
+        })
+    }
+
+    fn class(class: &Class) -> u64 {
+        match class {
+            Class::Unicode(c) => class_weight(c.ranges().last().map_or('\0', |r| r.end())),
+            Class::Bytes(_) => 1,
+        }
+    }
+
+    fn depth(hir: &Hir) -> u32 {
+        1 + match hir.kind() {
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                subs.iter().map(Measure::depth).max().unwrap_or(0)
+            }
+            HirKind::Repetition(r) => Measure::depth(&r.sub),
+            HirKind::Capture(c) => Measure::depth(&c.sub),
+            _ => 0,
         }
     }
 }
