@@ -483,8 +483,8 @@ fn fraction_digits(lo: Option<(&str, bool)>, hi: Option<(&str, bool)>, left: Opt
             let mut c = from;
             while c <= to {
                 let (lo_next, hi_next) = (rest_of(lo, c, l0, true), rest_of(hi, c, h0, false));
-                if lo_next.is_none() && hi_next.is_none() && Some(c) != l0 && Some(c) != h0 {
-                    // A run of free digits up to the next tight one.
+                if lo_next.is_none() && hi_next.is_none() {
+                    // A run of free digits up to hi's (tight) one.
                     let mut end = c;
                     while end < to && Some(end + 1) != h0 {
                         end += 1;
