@@ -279,10 +279,10 @@ pub(crate) struct Merged<'a> {
 }
 
 impl<'a> Merged<'a> {
-    /// Whether nothing has been merged in: any value satisfies it.
-    pub(crate) fn is_trivial(&self) -> bool {
-        self.types == ALL_TYPES
-            && self.enum_vals.is_none()
+    /// Whether nothing but `type` has been merged in: the values of the
+    /// kinds in `types` satisfy it.
+    pub(crate) fn only_types(&self) -> bool {
+        self.enum_vals.is_none()
             && !self.constrained
             && self.min_len == 0
             && self.max_len.is_none()
@@ -404,6 +404,22 @@ enum RuleTarget {
     /// An object key that is none of these names: a verbatim rule (see
     /// [`SchemaGrammar::verbatim`]).
     KeyComplement(Vec<String>),
+}
+
+/// How many times a recursive `$ref` merged into a conjunction with other
+/// sub-schemas (where it cannot be a rule of its own) is expanded again
+/// within itself: unfolding is exact, and where the conjunction's other
+/// parts forbid what the recursion needs (a string property matched by a
+/// `patternProperties` whose value is the recursive object), it ends.
+const MAX_UNFOLDINGS: usize = 1;
+
+/// What [`Lowerer::recursive_conjunct`] decides of a conjunction.
+enum Recursion {
+    /// The node at this index, a `$ref` to the sub-schema at this pointer,
+    /// is the whole conjunction: the target's rule.
+    Rule(usize, String),
+    /// No value satisfies the conjunction.
+    Empty,
 }
 
 /// The rules of the context-free result. Rule `i` is written in the regex of
@@ -847,12 +863,53 @@ impl<'a> Lowerer<'a> {
     }
 
     /// In context-free mode, a node that is only a `$ref` (and annotations)
-    /// to a sub-schema already being expanded: the target's rule.
-    fn recursive_ref(&self, node: &Node<'a>) -> Result<Option<String>, GrammarError> {
+    /// to a sub-schema already being expanded: the target, whose rule it
+    /// becomes.
+    fn recursive_ref(&self, node: &Node<'a>) -> Result<Option<(&'a Value, String)>, GrammarError> {
         Ok(self
             .pure_ref(node)?
-            .map(|(_, target_ptr)| target_ptr)
-            .filter(|target_ptr| self.ref_stack.contains(target_ptr)))
+            .filter(|(_, target_ptr)| self.ref_stack.contains(target_ptr)))
+    }
+
+    /// A conjunction of one recursive `$ref` ([`Lowerer::recursive_ref`])
+    /// with other sub-schemas, decided from their `type`s alone, without
+    /// expanding the target again (which would recurse forever):
+    /// [`Recursion::Rule`] where the others allow every value of the
+    /// target (they name only types, each a superset of the types the
+    /// target declares: `"items": {"type": "object", "anyOf":
+    /// [{"$ref": "#/definitions/node"}]}` around an object definition), so
+    /// that the conjunction is exactly the target; [`Recursion::Empty`]
+    /// where some other allows none of the types the target declares, or
+    /// is `false` (a string property also matched by a `patternProperties`
+    /// whose value is the recursive object).
+    fn recursive_conjunct(&self, nodes: &[Node<'a>]) -> Result<Option<Recursion>, GrammarError> {
+        for (i, node) in nodes.iter().enumerate() {
+            let Some((target, target_ptr)) = self.recursive_ref(node)? else {
+                continue;
+            };
+            let kinds = declared_types(target);
+            let others = nodes
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, n)| n.v);
+            if others
+                .clone()
+                .any(|v| matches!(v, Value::Bool(false)) || kinds & declared_types(v) == 0)
+            {
+                return Ok(Some(Recursion::Empty));
+            }
+            let implied = others.clone().all(|v| match v {
+                Value::Bool(b) => *b,
+                Value::Object(obj) => obj.iter().all(|(k, v)| {
+                    k == "type" && type_mask(v, "").is_ok_and(|t| kinds & !t == 0)
+                        || !is_known_assertion(k) && k != "format"
+                }),
+                _ => false,
+            });
+            return Ok(implied.then_some(Recursion::Rule(i, target_ptr)));
+        }
+        Ok(None)
     }
 
     /// The target of a node that is only a `$ref` (and annotations).
@@ -905,11 +962,14 @@ impl<'a> Lowerer<'a> {
         } else {
             0
         };
-        if self.unbounded()
-            && nodes.len() == 1
-            && let Some(target) = self.recursive_ref(&nodes[0])?
-        {
-            return self.rule_ref(RuleTarget::Schema(target), level_key, &nodes[0].ptr);
+        if self.unbounded() {
+            match self.recursive_conjunct(&nodes)? {
+                Some(Recursion::Rule(i, target)) => {
+                    return self.rule_ref(RuleTarget::Schema(target), level_key, &nodes[i].ptr);
+                }
+                Some(Recursion::Empty) => return Ok(Lang::Never),
+                None => {}
+            }
         }
         if self.unbounded()
             && !self.layout.level_matters()
@@ -1055,6 +1115,7 @@ impl<'a> Lowerer<'a> {
                     .count();
                 if entered > 0 {
                     match self.options.max_depth {
+                        None if entered <= MAX_UNFOLDINGS => {}
                         None => {
                             return Err(GrammarError::unsupported_at(
                                 ref_ptr,
@@ -1775,12 +1836,21 @@ impl<'a> Lowerer<'a> {
         level: u32,
         want_shape: bool,
     ) -> Result<(Lang, Option<Shape<'a>>), GrammarError> {
+        // A recursive branch is decided by types alone, as in
+        // `Lowerer::recursive_conjunct`: the target alone where the rest only
+        // names types the target's own `type` lies within, nothing where the
+        // rest allows none of them.
         if self.unbounded()
-            && mb.is_trivial()
-            && let Some(target) = self.recursive_ref(&branch)?
+            && let Some((target, target_ptr)) = self.recursive_ref(&branch)?
         {
-            let lang = self.rule_ref(RuleTarget::Schema(target), level, &branch.ptr)?;
-            return Ok((lang, want_shape.then(Shape::any)));
+            let kinds = declared_types(target);
+            if kinds & mb.types == 0 {
+                return Ok((Lang::Never, want_shape.then(Shape::any)));
+            }
+            if mb.only_types() && kinds & !mb.types == 0 {
+                let lang = self.rule_ref(RuleTarget::Schema(target_ptr), level, &branch.ptr)?;
+                return Ok((lang, want_shape.then(Shape::any)));
+            }
         }
         let pruned_before = self.pruned;
         if !self.expand_under(&mut mb, branch, origin)? {
@@ -2527,6 +2597,15 @@ pub(crate) fn kind_of(v: &Value) -> u8 {
             }
         }
     }
+}
+
+/// The kinds a schema's own `type` keyword allows: every kind where it has
+/// none (or a malformed one, which its lowering reports).
+fn declared_types(schema: &Value) -> u8 {
+    schema
+        .get("type")
+        .and_then(|t| type_mask(t, "").ok())
+        .unwrap_or(ALL_TYPES)
 }
 
 /// The kinds a `type` keyword allows.

@@ -1277,6 +1277,87 @@ fn context_free_mode_makes_rules_of_recursion_and_free_values() {
     assert!(g.accepts(b"[[[1]]]") && !g.accepts(b"[[[[1]]]]"));
 }
 
+/// A recursive `$ref` met inside a conjunction (an `anyOf` branch merged
+/// with its parent, two member schemas of one key) is a rule where the
+/// others only name types the target lies within, nothing where they allow
+/// none of its types, and otherwise expanded once more, which ends where
+/// the other conjuncts forbid the recursion's way back.
+#[test]
+fn recursion_inside_conjunctions() {
+    let deep = format!("{}{{}}{}", r#"{"kids": ["#.repeat(20), "]}".repeat(20));
+    check_cf(
+        json!({
+            "$defs": {"node": {
+                "type": "object",
+                "properties": {
+                    "kids": {"type": "array", "items": {"type": "object", "anyOf": [{"$ref": "#/$defs/node"}]}},
+                    "name": {"type": "string"}
+                },
+                "additionalProperties": false
+            }},
+            "$ref": "#/$defs/node"
+        }),
+        &["{}", r#"{"kids": [{"name": "a"}, {"kids": []}]}"#, &deep],
+        &[
+            r#"{"kids": [1]}"#,
+            r#"{"kids": [{"x": 1}]}"#,
+            r#"{"kids": [{"kids": [2]}]}"#,
+        ],
+    );
+    // A string can never be the object: no items at all.
+    check_cf(
+        json!({
+            "$defs": {"node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"type": "string", "anyOf": [{"$ref": "#/$defs/node"}]}}}
+            }},
+            "$ref": "#/$defs/node"
+        }),
+        &["{}", r#"{"kids": []}"#],
+        &[r#"{"kids": [{}]}"#, r#"{"kids": ["a"]}"#],
+    );
+    // "alpha" is a string by `properties` and the recursive object by
+    // `patternProperties`: it cannot appear. (Other keys are left out
+    // beside a declared property, the lowering's subset from before.)
+    check_cf(
+        json!({
+            "$defs": {"sync": {
+                "type": "object",
+                "properties": {"alpha": {"type": "string"}},
+                "patternProperties": {"^[a-z]+$": {"$ref": "#/$defs/sync"}}
+            }},
+            "$ref": "#/$defs/sync"
+        }),
+        &["{}"],
+        &[r#"{"alpha": "x"}"#, r#"{"alpha": {}}"#, r#"{"alpha": 1}"#],
+    );
+    // "links" is a list of redirects by `properties` and of contents by
+    // `patternProperties`: each item is both, and a redirect allows no key
+    // a content does, so the recursion stops after one expansion. (Keys
+    // only the pattern names are left out, as above.)
+    check_cf(
+        json!({
+            "$defs": {
+                "content": {
+                    "type": "object",
+                    "properties": {"links": {"type": "array", "items": {"$ref": "#/$defs/redirect"}}},
+                    "patternProperties": {"^l": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/content"}]}}},
+                    "additionalProperties": false
+                },
+                "redirect": {"type": "object", "properties": {"url": {"type": "string"}}, "additionalProperties": false}
+            },
+            "$ref": "#/$defs/content"
+        }),
+        &["{}", r#"{"links": []}"#, r#"{"links": [{}, {}]}"#],
+        &[
+            r#"{"links": [{"url": "a"}]}"#,
+            r#"{"links": [{"links": []}]}"#,
+            r#"{"title": 1}"#,
+            r#"{"lx": [1]}"#,
+        ],
+    );
+}
+
 #[test]
 fn context_free_mode_errors_name_where() {
     let sibling = json!({"properties": {"next": {"$ref": "#", "minProperties": 1}}});
