@@ -977,11 +977,27 @@ impl Lexeme {
 /// every grammar of the process, so the indexes of common lexemes (the JSON
 /// string body, whitespace, numbers) outlive the grammar that built them.
 /// Past [`CACHE_ENTRIES`] lexemes, those no grammar holds are dropped.
-type LexemeCache = HashMap<(u64, String, usize), Result<Arc<Lexeme>, GrammarError>>;
+struct LexemeCache {
+    map: HashMap<(u64, String, usize), Result<Arc<Lexeme>, GrammarError>>,
+    /// The size at which an insertion sweeps out the lexemes no grammar
+    /// holds: twice what the last sweep left, at least [`CACHE_ENTRIES`].
+    /// (A sweep reads every entry; where live grammars hold more than
+    /// `CACHE_ENTRIES` lexemes, the backend's kept summaries among them, one
+    /// sweep per insertion made every compile pay for all the others'.)
+    sweep_at: usize,
+}
 
 const CACHE_ENTRIES: usize = 512;
 
 static CACHE: Mutex<Option<LexemeCache>> = Mutex::new(None);
+
+/// The process's lexeme cache, made on first use.
+fn lexeme_cache(cache: &mut Option<LexemeCache>) -> &mut LexemeCache {
+    cache.get_or_insert_with(|| LexemeCache {
+        map: HashMap::new(),
+        sweep_at: CACHE_ENTRIES,
+    })
+}
 
 /// What a grammar's lexemes share of the vocabulary: its token trie, the
 /// words of a mask row, and the grammar's string-body skeletons.
@@ -1108,7 +1124,7 @@ fn shared(
     let key = (vocab.trie.fingerprint(), key, limits.max_dfa_states);
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        let map = cache.get_or_insert_with(HashMap::new);
+        let map = &lexeme_cache(&mut cache).map;
         // A lazy lexeme that ran into its limit narrowed its language:
         // every grammar holding it fails its steps; a new one starts afresh.
         match map.get(&key) {
@@ -1121,11 +1137,14 @@ fn shared(
     // a lexeme, and one that is too big should cost one attempt a process.
     let lexeme = build().map(make);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let map = cache.get_or_insert_with(HashMap::new);
-    if map.len() >= CACHE_ENTRIES {
-        map.retain(|_, l| l.as_ref().is_ok_and(|l| Arc::strong_count(l) > 1));
+    let cache = lexeme_cache(&mut cache);
+    if cache.map.len() >= cache.sweep_at {
+        cache
+            .map
+            .retain(|_, l| l.as_ref().is_ok_and(|l| Arc::strong_count(l) > 1));
+        cache.sweep_at = (2 * cache.map.len()).max(CACHE_ENTRIES);
     }
-    map.insert(key, lexeme.clone());
+    cache.map.insert(key, lexeme.clone());
     lexeme
 }
 
