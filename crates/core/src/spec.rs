@@ -50,7 +50,7 @@ impl fmt::Display for SpecKind {
 }
 
 /// What the output must match.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConstraintSpec {
     /// A JSON Schema document, as JSON text.
@@ -82,7 +82,7 @@ impl ConstraintSpec {
 
 /// Free text where, after a trigger string, a tagged region
 /// `begin content end` is constrained (XGrammar's structural tag).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StructuralTag {
     pub tags: Vec<TagItem>,
     /// Prefixes of `begin` strings that switch from free text into a tag.
@@ -90,7 +90,7 @@ pub struct StructuralTag {
 }
 
 /// One tagged region of a [`StructuralTag`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TagItem {
     pub begin: String,
     /// The constraint on the text between `begin` and `end`.
@@ -131,7 +131,7 @@ pub struct SpecOptions {
 }
 
 /// A spec with its options: the unit that is compiled and cached.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Constraint {
     pub spec: ConstraintSpec,
     #[serde(default)]

@@ -76,7 +76,15 @@ pub struct EarleyBackend {
     /// Each with the lexemes its summaries were made with (kept alive, so
     /// no other lexeme can take their place).
     summaries: Mutex<Vec<SharedSummaries>>,
+    /// Hashes of constraints compiled once and not kept (the most recent
+    /// [`SEEN_CONSTRAINTS`]): a constraint's summaries are kept from its
+    /// second compile on.
+    seen: Mutex<std::collections::VecDeque<u64>>,
 }
+
+/// How many constraints compiled once a backend remembers (by hash), so
+/// that a second compile of one keeps its summaries.
+const SEEN_CONSTRAINTS: usize = 1024;
 
 impl std::fmt::Debug for EarleyBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -96,6 +104,7 @@ impl EarleyBackend {
             config,
             trie,
             summaries: Mutex::new(Vec::new()),
+            seen: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
@@ -105,6 +114,12 @@ impl EarleyBackend {
     /// lexeme states by id, and a lazily built lexeme numbers its states in
     /// the order walks reach them, so the same regex built afresh (a cold
     /// compile, a lexeme the process cache dropped) numbers them otherwise.
+    ///
+    /// A constraint's first compile keeps nothing, its hash only: kept
+    /// summaries hold their grammar's lexemes alive, and keeping every
+    /// one-off schema's (most of a server's, every file of a MaskBench run)
+    /// grew a process to a gigabyte in 120 files, each new page a fault
+    /// that made compiles and masks slower than cold ones.
     fn summary_cache(&self, constraint: &Constraint, lexemes: &[Arc<Lexeme>]) -> Arc<SummaryCache> {
         let limit = self.config.shared_summaries;
         // Lexemes built afresh for each compile never match kept ones:
@@ -123,6 +138,27 @@ impl EarleyBackend {
                 let cache = entry.cache.clone();
                 kept.push(entry);
                 return cache;
+            }
+        } else {
+            let hash = {
+                use std::hash::{Hash, Hasher};
+                // Fixed keys: the same constraint hashes alike every time.
+                let mut h = std::hash::DefaultHasher::new();
+                constraint.hash(&mut h);
+                h.finish()
+            };
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            match seen.iter().position(|&s| s == hash) {
+                Some(i) => {
+                    seen.remove(i);
+                }
+                None => {
+                    if seen.len() >= SEEN_CONSTRAINTS {
+                        seen.pop_front();
+                    }
+                    seen.push_back(hash);
+                    return Arc::new(SummaryCache::new(self.config.mask_cache_bytes));
+                }
             }
         }
         if kept.len() >= limit {
@@ -486,8 +522,15 @@ mod tests {
         let a = Constraint::ebnf(r#"root ::= "a"+ "b""#, "root");
         let b = Constraint::ebnf(r#"root ::= "a"+ "c""#, "root");
         let warm = EarleyBackend::new(vocab.clone(), EarleyConfig::default());
+        // A first compile keeps nothing but the constraint's hash (a
+        // one-off schema's lexemes are not held alive); the second keeps its
+        // summaries for the third.
+        let once = summaries(&warm, &a);
+        assert!(warm.summaries.lock().unwrap().is_empty());
         let first = summaries(&warm, &a);
+        assert!(!Arc::ptr_eq(&once, &first));
         assert!(Arc::ptr_eq(&first, &summaries(&warm, &a)));
+        assert!(!Arc::ptr_eq(&first, &summaries(&warm, &b)));
         assert!(!Arc::ptr_eq(&first, &summaries(&warm, &b)));
         let cold = EarleyBackend::new(
             vocab,
