@@ -1849,7 +1849,13 @@ impl<'a> Lowerer<'a> {
             }
             if mb.only_types() && kinds & !mb.types == 0 {
                 let lang = self.rule_ref(RuleTarget::Schema(target_ptr), level, &branch.ptr)?;
-                return Ok((lang, want_shape.then(Shape::any)));
+                // Of the target's own types: a `oneOf` of a string, the
+                // recursive object and an array of them is disjoint.
+                let shape = want_shape.then(|| Shape {
+                    types: kinds,
+                    ..Shape::any()
+                });
+                return Ok((lang, shape));
             }
         }
         let pruned_before = self.pruned;

@@ -1316,6 +1316,29 @@ fn recursion_inside_conjunctions() {
         &["{}", r#"{"kids": []}"#],
         &[r#"{"kids": [{}]}"#, r#"{"kids": ["a"]}"#],
     );
+    // A recursive branch of a `oneOf` has its target's types: disjoint
+    // from a string and an array.
+    check_cf(
+        json!({
+            "$defs": {"el": {
+                "type": "object",
+                "properties": {"kids": {"oneOf": [
+                    {"type": "string"},
+                    {"$ref": "#/$defs/el"},
+                    {"type": "array", "items": {"$ref": "#/$defs/el"}}
+                ]}},
+                "additionalProperties": false
+            }},
+            "$ref": "#/$defs/el"
+        }),
+        &[
+            "{}",
+            r#"{"kids": "a"}"#,
+            r#"{"kids": {"kids": []}}"#,
+            r#"{"kids": [{"kids": "b"}, {}]}"#,
+        ],
+        &[r#"{"kids": 1}"#, r#"{"kids": [1]}"#, r#"{"kids": null}"#],
+    );
     // "alpha" is a string by `properties` and the recursive object by
     // `patternProperties`: it cannot appear. (Other keys are left out
     // beside a declared property, the lowering's subset from before.)
