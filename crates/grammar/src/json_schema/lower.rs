@@ -1876,6 +1876,11 @@ impl<'a> Lowerer<'a> {
     fn shape_of_merged(&mut self, m: &Merged<'a>, depth: u32) -> Shape<'a> {
         let mut shape = Shape::any();
         shape.types = m.types;
+        // A value satisfies a branch of each disjunction still to split: its
+        // kind is one some branch's own `type` allows.
+        for d in &m.disjunctions {
+            shape.types &= d.branches.iter().fold(0, |t, b| t | declared_types(b.v));
+        }
         if let Some(values) = &m.enum_vals {
             let values: Vec<&'a Value> = values
                 .iter()

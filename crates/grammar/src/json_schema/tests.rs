@@ -789,6 +789,31 @@ fn any_of_one_of_all_of() {
     );
 }
 
+/// A branch whose disjunction is still to split (a `$ref` to a `oneOf`)
+/// has the kinds its branches' own `type`s allow: disjoint from an array.
+#[test]
+fn one_of_branch_kinds_through_a_disjunction() {
+    check(
+        json!({
+            "$defs": {"tool": {"oneOf": [
+                {"type": "string"},
+                {"type": "object", "properties": {"version": {"type": "string"}}, "required": ["version"]}
+            ]}},
+            "oneOf": [
+                {"type": "array", "items": {"$ref": "#/$defs/tool"}},
+                {"$ref": "#/$defs/tool"}
+            ]
+        }),
+        &[
+            r#""1.0""#,
+            r#"{"version":"x"}"#,
+            r#"["a",{"version":"b"}]"#,
+            "[]",
+        ],
+        &["1", "[1]", "{}", "null"],
+    );
+}
+
 #[test]
 fn one_of_overlapping_branches_are_restricted() {
     // Exactly one of the required names.
