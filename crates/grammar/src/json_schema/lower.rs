@@ -363,6 +363,10 @@ pub(crate) struct Lowerer<'a> {
     pub limits: &'a LoweringLimits,
     /// Resolved pointers of the `$ref`s being expanded, outermost first.
     pub ref_stack: Vec<String>,
+    /// The single sub-schemas being lowered (pointer, level key),
+    /// outermost first: one met again inside itself (through an `allOf`
+    /// with a `$ref` back to its parent) is its rule.
+    lowering: Vec<(String, u32)>,
     pub depth: u32,
     cache: HashMap<(String, u32), Lang>,
     any_cache: HashMap<(u32, u32), Lang>,
@@ -681,6 +685,7 @@ impl<'a> Lowerer<'a> {
             layout: Layout::new(&options.whitespace, max_whitespace)?,
             limits,
             ref_stack: Vec::new(),
+            lowering: Vec::new(),
             depth: 0,
             cache: HashMap::new(),
             any_cache: HashMap::new(),
@@ -985,10 +990,25 @@ impl<'a> Lowerer<'a> {
         {
             return Ok(hit.clone());
         }
+        // A sub-schema's language does not depend on where it is lowered
+        // (the cache above says as much): met inside itself, it is its rule.
+        if let Some((ptr, level)) = &cache_key
+            && self.unbounded()
+            && !self.layout.level_matters()
+            && self.lowering.contains(&(ptr.clone(), *level))
+        {
+            return self.rule_ref(RuleTarget::Schema(ptr.clone()), *level, ptr);
+        }
         let ptr = nodes.first().map(|n| n.ptr.clone()).unwrap_or_default();
         self.enter_schema(&ptr)?;
         let base = self.ref_stack.len();
+        if let Some(key) = &cache_key {
+            self.lowering.push(key.clone());
+        }
         let result = self.lower_nodes_inner(nodes, level, base);
+        if cache_key.is_some() {
+            self.lowering.pop();
+        }
         self.ref_stack.truncate(base);
         self.depth -= 1;
         let lang = result?;

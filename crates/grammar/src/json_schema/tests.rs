@@ -1341,6 +1341,58 @@ fn recursion_inside_conjunctions() {
         &["{}", r#"{"kids": []}"#],
         &[r#"{"kids": [{}]}"#, r#"{"kids": ["a"]}"#],
     );
+    // Items that are the recursive object and more (`allOf` of a `$ref`
+    // back to it and `required`): the items' sub-schema, met inside itself,
+    // is a rule.
+    let deep = format!(
+        r#"{{"children": [{}{{"text": "b"}}{}]}}"#,
+        r#"{"text": "a", "children": ["#.repeat(15),
+        "]}".repeat(15)
+    );
+    check_cf(
+        json!({
+            "$defs": {"item": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "children": {"type": "array", "items": {"allOf": [
+                        {"$ref": "#/$defs/item"},
+                        {"required": ["text"]}
+                    ]}}
+                },
+                "additionalProperties": false
+            }},
+            "$ref": "#/$defs/item"
+        }),
+        &[
+            "{}",
+            r#"{"children": [{"text": "a"}]}"#,
+            r#"{"children": [{"text": "a", "children": [{"text": "b"}]}]}"#,
+            &deep,
+        ],
+        &[
+            r#"{"children": [{}]}"#,
+            r#"{"children": [{"text": "a", "children": [{}]}]}"#,
+            r#"{"children": [{"text": 1}]}"#,
+        ],
+    );
+    // The root and more, inside the root: that sub-schema is its own rule
+    // (a number has no properties to count).
+    check_cf(
+        json!({"properties": {"next": {"$ref": "#", "minProperties": 1}}}),
+        &[
+            "{}",
+            r#"{"next": {"x": 1}}"#,
+            r#"{"next": {"next": {"x": 1}}}"#,
+            r#"{"next": 1}"#,
+            "1",
+        ],
+        &[
+            r#"{"next": {}}"#,
+            r#"{"next": {"next": {}}}"#,
+            r#"{"next": {"next": {"next": {}}}}"#,
+        ],
+    );
     // A recursive branch of a `oneOf` has its target's types: disjoint
     // from a string and an array.
     check_cf(
@@ -1408,10 +1460,14 @@ fn recursion_inside_conjunctions() {
 
 #[test]
 fn context_free_mode_errors_name_where() {
-    let sibling = json!({"properties": {"next": {"$ref": "#", "minProperties": 1}}});
-    match grammar_of(sibling, &SpecOptions::default()) {
+    let unique =
+        json!({"properties": {"next": {"$ref": "#", "type": "array", "uniqueItems": true}}});
+    match grammar_of(unique, &SpecOptions::default()) {
         Err(GrammarError::Unsupported { location, .. }) => {
-            assert_eq!(location, Location::Pointer("/properties/next/$ref".into()));
+            assert_eq!(
+                location,
+                Location::Pointer("/properties/next/uniqueItems".into())
+            );
         }
         other => panic!("{other:?}"),
     }
