@@ -995,7 +995,7 @@ impl<'a> Lowerer<'a> {
         if let Some((ptr, level)) = &cache_key
             && self.unbounded()
             && !self.layout.level_matters()
-            && self.lowering.contains(&(ptr.clone(), *level))
+            && self.lowering.iter().any(|(p, l)| p == ptr && l == level)
         {
             return self.rule_ref(RuleTarget::Schema(ptr.clone()), *level, ptr);
         }
@@ -1865,7 +1865,8 @@ impl<'a> Lowerer<'a> {
         {
             let kinds = declared_types(target);
             if kinds & mb.types == 0 {
-                return Ok((Lang::Never, want_shape.then(Shape::any)));
+                // No values, so it overlaps no other branch.
+                return Ok((Lang::Never, None));
             }
             if mb.only_types() && kinds & !mb.types == 0 {
                 let lang = self.rule_ref(RuleTarget::Schema(target_ptr), level, &branch.ptr)?;
