@@ -272,9 +272,20 @@ fn unconstrained_values_nest_to_any_depth_and_extra_members_follow_json_schema()
 #[test]
 fn what_cannot_be_served_is_an_error_naming_where() {
     let b = backend();
-    // A recursive $ref merged with other keywords.
-    let merged =
-        r##"{"type": "object", "properties": {"next": {"$ref": "#", "maxProperties": 2}}}"##;
+    // A recursive $ref merged with other keywords is served where the
+    // merged sub-schema recurs into itself (it is a rule of its own) ...
+    let merged = Constraint::json_schema(
+        r##"{"type": "object", "properties": {"next": {"$ref": "#", "maxProperties": 2}}}"##,
+    );
+    // (Inside `next`, extra members are left out beside `maxProperties`:
+    // the lowering's subset.)
+    let deep = format!("{}{{}}{}", r#"{"next": "#.repeat(20), "}".repeat(20));
+    assert!(accepts(&b, &merged, deep.as_bytes()));
+    assert!(accepts(&b, &merged, br#"{"next": {"next": {}}, "a": 1}"#));
+    assert!(!accepts(&b, &merged, br#"{"next": []}"#));
+    assert!(!accepts(&b, &merged, br#"{"next": {"next": 1}}"#));
+    // ... and an error where expanding it once more does not end.
+    let merged = r##"{"type": "object", "properties": {"next": {"allOf": [{"$ref": "#"}, {"properties": {"next": {"maxProperties": 1}}}]}}}"##;
     match b.compile(&Constraint::json_schema(merged)) {
         Err(GrammarError::Unsupported { location, what }) => {
             assert!(
