@@ -282,6 +282,22 @@ pub(crate) struct StateIndex {
 /// of the trie, not child list by child list (see [`Lexeme::build_state`]).
 const WIDE: u32 = 64;
 
+/// What a loop's walk finds below the escapes of its skeleton that are not
+/// the root's children (see [`Lexeme::scan_escapes`]): each such escape's
+/// parent is in the loop, so what its subtree keeps is the same for every
+/// walk that enters the loop at a root child, whatever state it started
+/// from. An unanchored pattern's search in a string has a new state at
+/// each step of a partial match, and every one leads back into the loop:
+/// each would scan every escape of the vocabulary again (every `a`-`f`
+/// of every token, for a pattern of hex digits).
+#[derive(Debug)]
+struct LoopWalk {
+    kept: Runs,
+    refused: Runs,
+    /// In preorder.
+    exits: Vec<(u32, u32)>,
+}
+
 /// What a walk from one lexeme state has found so far.
 struct Walk {
     /// The tokens found, as a row of `words` words, once there are many
@@ -509,6 +525,8 @@ pub(crate) struct Lexeme {
     states: Grow<StateIndex>,
     first: Grow<[u64; 4]>,
     runs: TextRuns,
+    /// The [`LoopWalk`] of each loop state walked through a skeleton.
+    loops: Mutex<HashMap<u32, Arc<LoopWalk>>>,
 }
 
 impl std::fmt::Debug for Lexeme {
@@ -549,6 +567,7 @@ impl Lexeme {
             states: Grow::default(),
             first: Grow::default(),
             runs,
+            loops: Mutex::default(),
         }
     }
 
@@ -883,17 +902,29 @@ impl Lexeme {
         let dfa = self.dfa();
         let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
         let (first, row) = (dfa.row(state), dfa.row(into));
+        // Below the root's children, the escapes are the loop walk's.
+        let looped = self.loop_walk(into, skeleton);
         let mut kept = Runs::default();
         let mut refused = Runs::default();
         if state == into {
+            let roots: Vec<u32> = (skeleton.escapes.iter().copied())
+                .filter(|&e| trie.nodes[e as usize].depth == 1)
+                .collect();
             self.scan_escape_nodes(
-                &skeleton.escapes,
+                &roots,
                 (first, row),
                 &mut stack,
                 &mut kept,
                 &mut refused,
                 walk,
             );
+            for &(a, b) in &looped.kept.runs {
+                kept.push(a, b);
+            }
+            for &(a, b) in &looped.refused.runs {
+                refused.push(a, b);
+            }
+            walk.exits.extend_from_slice(&looped.exits);
             if refused.count + skeleton.refused.count < kept.count + skeleton.kept.count {
                 walk.take_all_but(trie, &[&refused, &skeleton.refused]);
             } else {
@@ -922,16 +953,24 @@ impl Lexeme {
             let tokens = (trie.token_start[c], trie.token_start[end]);
             skeleton.kept.clip_into(tokens, &mut kept);
             skeleton.refused.clip_into(tokens, &mut refused);
-            let from = skeleton.escapes.partition_point(|&e| (e as usize) < c);
-            let to = skeleton.escapes.partition_point(|&e| (e as usize) < end);
-            self.scan_escape_nodes(
-                &skeleton.escapes[from..to],
-                (first, row),
-                &mut stack,
-                &mut kept,
-                &mut refused,
-                walk,
-            );
+            // The child itself may be an escape of the loop (a byte that
+            // leads into it from `state` but not from the loop); those
+            // below it are the loop walk's.
+            if skeleton.escapes.binary_search(&(c as u32)).is_ok() {
+                self.scan_escape_nodes(
+                    &[c as u32],
+                    (first, row),
+                    &mut stack,
+                    &mut kept,
+                    &mut refused,
+                    walk,
+                );
+            }
+            looped.kept.clip_into(tokens, &mut kept);
+            looped.refused.clip_into(tokens, &mut refused);
+            let from = looped.exits.partition_point(|&(e, _)| (e as usize) < c);
+            let to = looped.exits.partition_point(|&(e, _)| (e as usize) < end);
+            walk.exits.extend_from_slice(&looped.exits[from..to]);
         }
         if refused.count < kept.count {
             walk.take_all_but(trie, &[&refused]);
@@ -940,6 +979,50 @@ impl Lexeme {
                 walk.add(&trie.tokens[a as usize..b as usize]);
             }
         }
+    }
+
+    /// The [`LoopWalk`] of the loop state `into` through `skeleton`, made
+    /// on first use.
+    fn loop_walk(&self, into: u32, skeleton: &Skeleton) -> Arc<LoopWalk> {
+        if let Some(known) = self
+            .loops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&into)
+        {
+            return known.clone();
+        }
+        let trie = &*self.trie;
+        let row = self.dfa().row(into);
+        let deep: Vec<u32> = skeleton
+            .escapes
+            .iter()
+            .copied()
+            .filter(|&e| trie.nodes[e as usize].depth > 1)
+            .collect();
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        let mut kept = Runs::default();
+        let mut refused = Runs::default();
+        let mut walk = Walk::new(self.words);
+        self.scan_escape_nodes(
+            &deep,
+            (row, row),
+            &mut stack,
+            &mut kept,
+            &mut refused,
+            &mut walk,
+        );
+        let made = Arc::new(LoopWalk {
+            kept,
+            refused,
+            exits: walk.exits,
+        });
+        self.loops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(into)
+            .or_insert(made)
+            .clone()
     }
 
     /// [`Lexeme::scan_range`] below each escape node of `nodes`, its parent
@@ -962,14 +1045,23 @@ impl Lexeme {
         }
     }
 
-    /// Heap bytes of the indexes built so far.
+    /// Heap bytes of the indexes built so far, with the walks kept for
+    /// later ones.
     pub(crate) fn memory_bytes(&self) -> usize {
+        let loops: usize = self
+            .loops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|w| (w.kept.runs.len() + w.refused.runs.len() + w.exits.len()) * 8)
+            .sum();
         self.made().map_or(0, LexDfa::memory_bytes)
             + self
                 .states
                 .iter()
                 .map(|s| s.inside.bytes() + s.exits.len() * 8)
                 .sum::<usize>()
+            + loops
     }
 }
 
@@ -1240,9 +1332,16 @@ mod tests {
             r#"[^"a\\][^"\\]*""#,
             r#""[^"é]([^"\\]|\\.)*""#,
             r#"[^\n]([^"\\]|\\["n])*!"#,
+            // Unanchored searches in a string (a JSON Schema `pattern`):
+            // each step of a partial match is a state of its own whose
+            // walks fall back into the loop (the loop walk).
+            r#""[^"\\]*ab[^"\\]*""#,
+            r#""[^"\\]*[ab]{3}[^"\\]*""#,
+            r#""[^"\\]*(y:|中é)[^"\\]*" *:"#,
         ];
         let mut taken_whole = 0;
         let mut into_loop = 0;
+        let mut loop_walks = 0;
         for regex in regexes {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
             let l = Lexeme::new(
@@ -1271,8 +1370,10 @@ mod tests {
                             >= WIDE
                 }));
             }
+            loop_walks += l.loops.lock().unwrap().len();
         }
         assert!(taken_whole >= 3, "the loops this test is about were found");
+        assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
     }
 }
