@@ -913,9 +913,18 @@ fn extra_members_under_property_names_have_valid_names() {
             &[r#"{"z": 1}"#, r#"{"x": "1"}"#],
         ),
     ];
+    members_check(&cases, &['a', 'x', 'y', 'z'], 11);
+}
+
+/// Each schema of `cases` accepts its valid texts and refuses its invalid
+/// ones; and of 2,000 random objects (keys of `alphabet`, values `1`,
+/// `"s"`, `2.5` or `{}`), none it accepts is invalid by the reference
+/// validator (and some are accepted, some refused).
+fn members_check(cases: &[(&str, &[&str], &[&str])], alphabet: &[char], seed: u64) {
     let b = backend();
-    let mut r = SplitMix64(11);
-    for (schema_text, accept, reject) in cases {
+    let mut r = SplitMix64(seed);
+    let (mut accepted, mut refused) = (0, 0);
+    for &(schema_text, accept, reject) in cases {
         let schema: Value = serde_json::from_str(schema_text).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
         let compiled = b
@@ -935,7 +944,7 @@ fn extra_members_under_property_names_have_valid_names() {
             let members: Vec<String> = (0..r.next_u64() % 4)
                 .map(|_| {
                     let key: String = (0..r.next_u64() % 5)
-                        .map(|_| ['a', 'x', 'y', 'z'][(r.next_u64() % 4) as usize])
+                        .map(|_| alphabet[(r.next_u64() % alphabet.len() as u64) as usize])
                         .collect();
                     let value = ["1", "\"s\"", "2.5", "{}"][(r.next_u64() % 4) as usize];
                     format!("\"{key}\": {value}")
@@ -943,14 +952,95 @@ fn extra_members_under_property_names_have_valid_names() {
                 .collect();
             let text = format!("{{{}}}", members.join(", "));
             if verdict(&text) {
+                accepted += 1;
                 let value: Value = serde_json::from_str(&text).unwrap();
                 assert!(
                     validator.is_valid(&value),
                     "{schema_text}: INVALID output accepted: {text}"
                 );
+            } else {
+                refused += 1;
             }
         }
     }
+    assert!(
+        accepted > 0 && refused > 0,
+        "{accepted} accepted, {refused} refused"
+    );
+}
+
+/// Beside named properties, members whose keys only a `patternProperties`
+/// pattern names have keys in the pattern's language but the names (the
+/// intersection of the two key languages) and values under the pattern's
+/// schema; a named key the pattern matches takes both schemas (and where
+/// they allow nothing together, cannot appear). Recursion through the
+/// pattern's schema included.
+#[test]
+fn pattern_members_beside_named_properties() {
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        (
+            r#"{"properties": {"aa": {"type": "integer"}}, "patternProperties": {"^a+$": {"type": "number"}}, "additionalProperties": false}"#,
+            &[
+                "{}",
+                r#"{"aa": 1}"#,
+                r#"{"aa": 1, "a": 2.5, "aaa": 3}"#,
+                r#"{"aaaa": 1}"#,
+            ],
+            &[
+                r#"{"aa": 2.5}"#,
+                r#"{"a": "s"}"#,
+                r#"{"y": 1}"#,
+                r#"{"aa": 1, "ax": 2}"#,
+            ],
+        ),
+        (
+            // Unanchored: any key holding an `x`; `xa` must be a string
+            // and an integer, so it is never written.
+            r#"{"properties": {"xa": {"type": "string"}}, "patternProperties": {"x": {"type": "integer"}}, "additionalProperties": false}"#,
+            &["{}", r#"{"x": 1, "yxa": 2}"#, r#"{"axy": 1}"#],
+            &[
+                r#"{"xa": "s"}"#,
+                r#"{"xa": 1}"#,
+                r#"{"x": "s"}"#,
+                r#"{"a": 1}"#,
+            ],
+        ),
+        (
+            // "alpha" is a string by `properties` and the recursive object
+            // by `patternProperties`: it cannot appear; other lowercase
+            // keys hold the object again.
+            r##"{"$defs": {"sync": {"type": "object", "properties": {"alpha": {"type": "string"}}, "patternProperties": {"^[a-z]+$": {"$ref": "#/$defs/sync"}}}}, "$ref": "#/$defs/sync"}"##,
+            &["{}", r#"{"beta": {}}"#, r#"{"beta": {"ax": {"y": {}}}}"#],
+            &[
+                r#"{"alpha": "x"}"#,
+                r#"{"alpha": {}}"#,
+                r#"{"alpha": 1}"#,
+                r#"{"beta": 1}"#,
+                r#"{"beta": {"alpha": {}}}"#,
+            ],
+        ),
+        (
+            // "links" is a list of redirects by `properties` and of
+            // contents by `patternProperties`: each item is both, and a
+            // redirect allows no key a content does, so the recursion
+            // stops after one expansion; other keys from `l` list
+            // contents.
+            r##"{"$defs": {"content": {"type": "object", "properties": {"links": {"type": "array", "items": {"$ref": "#/$defs/redirect"}}}, "patternProperties": {"^l": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/content"}]}}}, "additionalProperties": false}, "redirect": {"type": "object", "properties": {"url": {"type": "string"}}, "additionalProperties": false}}, "$ref": "#/$defs/content"}"##,
+            &[
+                "{}",
+                r#"{"links": []}"#,
+                r#"{"links": [{}, {}]}"#,
+                r#"{"lx": [{"la": []}, {}]}"#,
+            ],
+            &[
+                r#"{"links": [{"url": "a"}]}"#,
+                r#"{"links": [{"links": []}]}"#,
+                r#"{"title": 1}"#,
+                r#"{"lx": [1]}"#,
+            ],
+        ),
+    ];
+    members_check(&cases, &['a', 'l', 'x', 'y'], 12);
 }
 
 /// A string too long for one lexeme (its lexemes limited to 300 states

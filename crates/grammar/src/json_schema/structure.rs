@@ -1222,12 +1222,14 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Members whose keys match the one `patternProperties` pattern of an
-    /// object that names no property: `"key": value`, the key in the
-    /// pattern's language (characters that need no escape, so the decoded
-    /// key is the written one), the value under the pattern's schema. A
-    /// subset: keys that match no pattern are not generated, and neither
-    /// is anything for several patterns or named properties, whose keys
-    /// would need the patterns' intersections and differences.
+    /// object: `"key": value`, the key in the pattern's language
+    /// (characters that need no escape, so the decoded key is the written
+    /// one) but the object's named properties, the value under the
+    /// pattern's schema. A subset: keys that match no pattern are not
+    /// generated, and neither is anything for several patterns, whose keys
+    /// would need the patterns' differences; beside named properties, only
+    /// in context-free mode (where the pattern matches a name, the key is
+    /// an intersection).
     fn pattern_member(
         &mut self,
         m: &Merged<'a>,
@@ -1243,8 +1245,22 @@ impl<'a> Lowerer<'a> {
         let [(pattern, node)] = part.pattern_props.as_slice() else {
             return Ok(None);
         };
-        if !excluded.is_empty() || !part.props.is_empty() {
+        // Beside named properties, only in context-free mode: the regular
+        // lowering writes every object as one regex, and members under a
+        // pattern beside the named ones double it (past its size limits
+        // in MaskBench files regex-fsm served without them).
+        if !excluded.is_empty() && !self.context_free() {
             return Ok(None);
+        }
+        // Named keys the pattern also matches are no keys of these members.
+        let mut named = Vec::new();
+        for name in excluded {
+            match self.name_matches(pattern, &node.ptr, name) {
+                Ok(true) => named.push(name.clone()),
+                Ok(false) => {}
+                // A pattern the lowering cannot read: no members, as below.
+                Err(_) => return Ok(None),
+            }
         }
         let Ok(search) = SearchPattern::parse(pattern) else {
             return Ok(None);
@@ -1271,7 +1287,22 @@ impl<'a> Lowerer<'a> {
             return Ok(None);
         }
         let key = rx::seq([Lang::lit("\""), key, Lang::lit("\"")]);
-        Ok(Some(self.layout.member(key, value)))
+        if named.is_empty() {
+            return Ok(Some(self.layout.member(key, value)));
+        }
+        // Beside named properties, the pattern's keys but the names (a
+        // named key's value is the named property's, under the pattern's
+        // schema too): the intersection of the two key languages, which
+        // only context-free mode can write, as under `propertyNames`.
+        let others = quoted_key_complement(&named).0;
+        let (Some(pattern_text), Some(others_text)) = (key.text(), others.text()) else {
+            return Ok(None);
+        };
+        let mut regexes = vec![pattern_text.to_owned(), others_text.to_owned()];
+        regexes.sort();
+        Ok(self
+            .intersection_ref(regexes, &node.ptr)?
+            .map(|key| self.layout.member(key, value)))
     }
 
     /// Any value of the given kinds nested at most `depth` levels.
