@@ -1050,13 +1050,26 @@ impl<'a> Lowerer<'a> {
         }
         let mut excluded = names.clone();
         excluded.extend(m.forbidden.iter().cloned());
-        // Under `maxProperties`, extra members only where no member is
-        // declared: then their count alone is bounded (a repeated key only
-        // lowers the count).
+        // Under `maxProperties`, extra members counted: where no member is
+        // declared, the first and up to `n - 1` more (a repeated key only
+        // lowers the count); beside declared ones, as many more as the
+        // declared members leave room for if all were present (a subset
+        // where some are optional). The bound is on the extras after the
+        // first member, declared or extra (see below).
+        let declared = items.len() as u64;
         let (extras_allowed, max_extras) = match &m.max_props {
             None => (true, None),
             Some((n, ptr)) if names.is_empty() && *n > 0 => {
                 (true, Some(self.check_repeat(*n - 1, ptr)?))
+            }
+            // (Declared names that cannot appear leave none: the bound is
+            // then the one without them.)
+            Some((n, ptr)) if *n > declared => {
+                let more = if declared == 0 { *n - 1 } else { *n - declared };
+                match self.check_repeat(more, ptr) {
+                    Ok(more) => (true, Some(more)),
+                    Err(_) => (false, None),
+                }
             }
             Some(_) => (false, None),
         };
@@ -1080,7 +1093,6 @@ impl<'a> Lowerer<'a> {
             }
         }
         if let Some((n, ptr)) = &m.max_props {
-            // Extra members are off when maxProperties is present.
             if (items.len() as u64) > *n {
                 if required_count > *n {
                     return Ok(Lang::Never);
@@ -1105,12 +1117,13 @@ impl<'a> Lowerer<'a> {
             // subsets would copy it (and, in the context-free mode, the
             // rule of its values) into each. `D (, E)*`, or where no
             // member need be declared, `(D | E) (, E)*`: each extra is
-            // written twice at most. (Extras are unbounded here: a bound
-            // comes only with no declared member.)
+            // written twice at most. Under `maxProperties` n, at most
+            // n - |D| in the repetition: members, at most |D| + n - |D|
+            // after declared ones, 1 + n - |D| (|D| at least 1) after an
+            // extra.
             (false, Some(member)) => {
-                debug_assert!(max_extras.is_none());
                 let (declared, optional) = members_sequence(items, &sep, false);
-                let more = rx::repeat(rx::seq([sep.clone(), member.clone()]), 0, None);
+                let more = rx::repeat(rx::seq([sep.clone(), member.clone()]), 0, max_extras);
                 if optional {
                     (rx::seq([rx::alt([declared, member]), more]), !nonempty)
                 } else {

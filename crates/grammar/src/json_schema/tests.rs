@@ -1461,7 +1461,7 @@ fn context_free_mode_errors_name_where() {
 }
 
 #[test]
-fn max_properties_bounds_extra_members_of_an_object_that_declares_none() {
+fn max_properties_bounds_extra_members() {
     let schema =
         json!({"type": "object", "maxProperties": 2, "additionalProperties": {"type": "integer"}});
     let accept = ["{}", r#"{"a":1}"#, r#"{"a":1,"b":2}"#];
@@ -1473,12 +1473,29 @@ fn max_properties_bounds_extra_members_of_an_object_that_declares_none() {
         &[r#"{"a":[1,{"b":null}]}"#],
         &["{}", r#"{"a":1,"b":2}"#],
     );
-    // Declared members keep extras off (a subset).
-    check(
-        json!({"properties": {"a": {}}, "maxProperties": 2, "additionalProperties": {"type": "integer"}}),
-        &[r#"{"a":1}"#, "{}"],
-        &[r#"{"b":1}"#],
-    );
+    // Beside declared members, as many extras as they leave room for if
+    // all were present (one here; two when the first member is an extra).
+    let beside = json!({"properties": {"a": {}}, "maxProperties": 2, "additionalProperties": {"type": "integer"}});
+    let accept = [
+        "{}",
+        r#"{"a":1}"#,
+        r#"{"b":1}"#,
+        r#"{"a":"x","b":2}"#,
+        r#"{"b":1,"c":2}"#,
+    ];
+    let reject = [
+        r#"{"a":1,"b":2,"c":3}"#,
+        r#"{"b":1,"c":2,"d":3}"#,
+        r#"{"b":"x"}"#,
+    ];
+    check(beside.clone(), &accept, &reject);
+    check_cf(beside, &accept, &reject);
+    // A declared member that cannot appear leaves room for none.
+    let never = json!({"properties": {"a": false}, "maxProperties": 1, "additionalProperties": {"type": "integer"}});
+    let accept = ["{}", r#"{"b":1}"#];
+    let reject = [r#"{"b":1,"c":2}"#, r#"{"a":1}"#];
+    check(never.clone(), &accept, &reject);
+    check_cf(never, &accept, &reject);
 }
 
 #[test]
