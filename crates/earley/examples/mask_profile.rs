@@ -9,13 +9,18 @@
 //! `KEY=VALUE` are `EarleyConfig` knobs). `REPS=N` compiles and walks
 //! the texts `N` times, each time afresh (cold with
 //! `shared_lexemes=false`), and keeps each token's median: for `perf`.
+//! `WALKS=M` walks the texts `M` times per compile (every walk after the
+//! first finds its summaries made: the steady state). The time of each
+//! token is its mask and its step (`accept_token`), as `tokensieve bench`
+//! times it; the step's own median is printed too. `TOP=K` prints the K
+//! slowest tokens (default 40).
 
 use std::io::BufRead;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokensieve_core::hf::HfTokenizer;
-use tokensieve_core::{Constraint, ConstraintSpec};
+use tokensieve_core::{CompiledGrammar, Constraint, ConstraintSpec};
 use tokensieve_earley::{EarleyBackend, EarleyConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,47 +41,56 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => Constraint::new(ConstraintSpec::JsonObject),
     };
     let reps: usize = std::env::var("REPS").map_or(Ok(1), |r| r.parse())?;
+    let walks: usize = std::env::var("WALKS").map_or(Ok(1), |r| r.parse())?;
     let mut texts = Vec::new();
     for line in std::io::stdin().lock().lines() {
         let line = line?;
         // A line in quotes is a JSON string: text with newlines (a program).
-        texts.push(if line.starts_with('"') {
+        let text = if line.starts_with('"') {
             serde_json::from_str::<String>(&line)?
         } else {
             line
-        });
+        };
+        let ids = tok.encode(&text)?;
+        texts.push((text, ids));
     }
     let mut row = vec![0u32; vocab.mask_words()];
     // Per token of every text: its mask times (one per rep), the text
     // before it and the token.
     let mut times: Vec<(Vec<u128>, String, String)> = Vec::new();
-    for rep in 0..reps {
-        let t = Instant::now();
-        let grammar = backend.compile_earley(&constraint, &Default::default())?;
-        if rep == 0 {
-            eprintln!("compile {:?}: {grammar:?}", t.elapsed());
+    let mut steps: Vec<u128> = Vec::new();
+    let mut grammar: Option<std::sync::Arc<tokensieve_earley::EarleyGrammar>> = None;
+    for rep in 0..reps * walks {
+        if rep % walks == 0 {
+            let t = Instant::now();
+            let compiled = backend.compile_earley(&constraint, &Default::default())?;
+            if rep == 0 {
+                eprintln!("compile {:?}: {compiled:?}", t.elapsed());
+            }
+            grammar = Some(std::sync::Arc::new(compiled));
         }
-        let grammar: std::sync::Arc<dyn tokensieve_core::CompiledGrammar> =
-            std::sync::Arc::new(grammar);
+        let grammar = grammar.as_ref().expect("compiled");
         let mut k = 0;
-        for line in &texts {
-            let ids = tok.encode(line)?;
+        for (line, ids) in &texts {
             let mut m = grammar.matcher();
             for (i, &id) in ids.iter().enumerate() {
                 let t = Instant::now();
                 m.fill_bitmask(&mut row);
+                let mask = t.elapsed();
+                let rejected = m.accept_token(id).is_err();
                 let ns = t.elapsed().as_nanos();
+                steps.push((t.elapsed() - mask).as_nanos());
                 if rep == 0 {
                     let before = vocab.decode(&ids[i.saturating_sub(3)..i]);
                     times.push((
-                        Vec::with_capacity(reps),
+                        Vec::with_capacity(reps * walks),
                         String::from_utf8_lossy(&before).into_owned(),
                         String::from_utf8_lossy(vocab.token_bytes(id)).into_owned(),
                     ));
                 }
                 times[k].0.push(ns);
                 k += 1;
-                if m.accept_token(id).is_err() {
+                if rejected {
                     eprintln!("rejected {line:?} at {i}");
                     break;
                 }
@@ -97,6 +111,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut sorted: Vec<u128> = times.iter().map(|t| t.0).collect();
     sorted.sort_unstable();
+    steps.sort_unstable();
+    println!(
+        "steps alone: p50 {} ns, p90 {} ns",
+        steps[steps.len() / 2],
+        steps[steps.len() * 9 / 10]
+    );
     println!(
         "{n} masks; p50 {} ns, p90 {} ns, p99 {} ns, max {} ns",
         sorted[n / 2],
@@ -104,7 +124,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sorted[n * 99 / 100],
         sorted[n - 1]
     );
-    for (ns, before, token) in times.iter().take(40) {
+    let top: usize = std::env::var("TOP").map_or(Ok(40), |t| t.parse())?;
+    for (ns, before, token) in times.iter().take(top) {
         println!("{ns:>9} ns  after {before:?} -> {token:?}");
     }
     Ok(())
