@@ -246,14 +246,29 @@ impl TokenSet {
     pub(crate) fn or_into(&self, row: &mut [u32]) {
         match self {
             TokenSet::Sparse(ids) => {
+                // A row shorter than the vocabulary's takes the ids it has.
                 for &id in ids {
-                    row[id as usize / 32] |= 1 << (id % 32);
+                    if let Some(w) = row.get_mut(id as usize / 32) {
+                        *w |= 1 << (id % 32);
+                    }
                 }
             }
             TokenSet::Dense(bits) => {
                 for (w, b) in row.iter_mut().zip(bits) {
                     *w |= b;
                 }
+            }
+        }
+    }
+
+    /// Makes `row` these tokens (a copy of a dense row, not a clear and an
+    /// OR: one pass over the row instead of two).
+    pub(crate) fn write_into(&self, row: &mut [u32]) {
+        match self {
+            TokenSet::Dense(bits) if bits.len() == row.len() => row.copy_from_slice(bits),
+            _ => {
+                row.fill(0);
+                self.or_into(row);
             }
         }
     }

@@ -11,7 +11,7 @@ use tokensieve_grammar::lazy;
 
 use crate::backend::GrammarInner;
 use crate::lexeme::LexDfa;
-use crate::parser::{self, Budget, ESet, Walker, shape};
+use crate::parser::{self, Budget, ESet, Summary, Walker, shape};
 
 /// Longest [`GrammarObject::jump_forward`] answer, in bytes.
 const MAX_JUMP_FORWARD: usize = 64 << 10;
@@ -34,8 +34,10 @@ pub struct EarleyMatcher {
     /// `(set, terminated)` before each kept step, oldest first.
     history: VecDeque<(Arc<ESet>, bool)>,
     poisoned: Option<StepError>,
-    /// The last mask and the set it was computed for.
-    memo: Option<(Arc<ESet>, Vec<u32>)>,
+    /// The set the last mask was computed for, and that mask.
+    memo: Option<(Arc<ESet>, Memo)>,
+    /// The row of the last [`Memo::Row`], kept for the next one.
+    spare: Vec<u32>,
     walker: Walker,
     /// Scratch for the current set's shape and markers.
     shape: Vec<(u32, u32, u32)>,
@@ -44,6 +46,15 @@ pub struct EarleyMatcher {
     /// [`lazy::exhaustions`] when this matcher last looked at its lexemes
     /// (`usize::MAX`: never).
     seen_exhaustions: usize,
+}
+
+/// A mask kept for the set it was computed for.
+enum Memo {
+    /// The tokens of one summary (no pending subtree): written again from
+    /// it, so keeping the mask costs no copy of the row.
+    Summary(Arc<Summary>),
+    /// A copy of the row.
+    Row(Vec<u32>),
 }
 
 impl std::fmt::Debug for EarleyMatcher {
@@ -70,6 +81,7 @@ impl EarleyMatcher {
             terminated: false,
             poisoned: None,
             memo: None,
+            spare: Vec::new(),
             walker: Walker::default(),
             shape: Vec::new(),
             markers: Vec::new(),
@@ -118,8 +130,13 @@ impl EarleyMatcher {
     /// The mask of the current set: its shape's summary (cached in the
     /// grammar), then the pending subtrees. Past the step budget (a very
     /// ambiguous grammar, where summaries multiply the work) the mask is
-    /// walked directly, with a fresh budget.
-    fn compute_mask(&mut self, row: &mut [u32], budget: &mut Budget) -> Result<(), StepError> {
+    /// walked directly, with a fresh budget. Answers the summary when the
+    /// mask is its tokens alone.
+    fn compute_mask(
+        &mut self,
+        row: &mut [u32],
+        budget: &mut Budget,
+    ) -> Result<Option<Arc<Summary>>, StepError> {
         let g = &*self.grammar;
         shape(&g.cfg, &self.cur.items, &mut self.shape, &mut self.markers);
         let mut first = Budget::new(budget.max_work, budget.max_items);
@@ -139,12 +156,14 @@ impl EarleyMatcher {
         };
         let done = summarized.and_then(|summary| {
             self.walker
-                .finish_mask(&g.cfg, &g.trie, &summary, &self.markers, row, &mut first)
+                .finish_mask(&g.cfg, &g.trie, &summary, &self.markers, row, &mut first)?;
+            Ok(summary.is_whole().then_some(summary))
         });
         match done {
             Err(StepError::LimitExceeded { .. }) => self
                 .walker
-                .fill_direct(&g.cfg, &g.trie, &self.cur, row, budget),
+                .fill_direct(&g.cfg, &g.trie, &self.cur, row, budget)
+                .map(|()| None),
             other => other,
         }
     }
@@ -239,20 +258,39 @@ impl GrammarObject for EarleyMatcher {
         let g = self.grammar.clone();
         if self.terminated || self.poisoned.is_some() {
             row.fill(0);
-        } else if let Some((set, mask)) = &self.memo
-            && mask.len() == row.len()
+        } else if let Some((set, memo)) = &self.memo
             && (Arc::ptr_eq(set, &self.cur) || set.items == self.cur.items)
+            && !matches!(memo, Memo::Row(mask) if mask.len() != row.len())
         {
-            row.copy_from_slice(mask);
+            match memo {
+                Memo::Summary(summary) => summary.write_into(row),
+                Memo::Row(mask) => row.copy_from_slice(mask),
+            }
         } else {
             let mut budget = self.budget();
             match self.compute_mask(row, &mut budget) {
                 // The tokens proven so far stay allowed (never a wider
                 // mask); the matcher refuses what comes next.
                 Err(e) => self.poisoned = Some(e),
-                Ok(()) => {
+                Ok(summary) => {
+                    if let Some((_, Memo::Row(old))) = self.memo.take() {
+                        self.spare = old;
+                    }
                     if self.exhausted().is_ok() {
-                        self.memo = Some((self.cur.clone(), row.to_vec()));
+                        let memo = match summary {
+                            Some(summary) => Memo::Summary(summary),
+                            None => {
+                                // The last row's allocation is reused: a
+                                // fresh 16 KB one per mask made glibc
+                                // consolidate its free lists at every step
+                                // (a third of the time of a cached mask).
+                                let mut kept = std::mem::take(&mut self.spare);
+                                kept.clear();
+                                kept.extend_from_slice(row);
+                                Memo::Row(kept)
+                            }
+                        };
+                        self.memo = Some((self.cur.clone(), memo));
                     }
                 }
             }
@@ -349,6 +387,7 @@ impl GrammarObject for EarleyMatcher {
             history: self.history.clone(),
             poisoned: self.poisoned.clone(),
             memo: None,
+            spare: Vec::new(),
             walker: Walker::default(),
             shape: Vec::new(),
             markers: Vec::new(),

@@ -188,20 +188,23 @@ impl Drop for ESet {
     /// Sets point at older sets, so a deeply nested output is a long chain
     /// of them: dropping it recursively would overflow the stack. The sets
     /// this one holds the last reference to are unlinked in a loop instead.
+    /// Only those are kept for the loop: most origins are shared with
+    /// newer sets, and a list of every origin was an allocation at each
+    /// dropped set (each byte of each token drops one).
     fn drop(&mut self) {
-        let mut pending: Vec<Arc<ESet>> = Vec::new();
-        let take = |items: &mut Vec<Item>, pending: &mut Vec<Arc<ESet>>| {
+        let mut pending: Vec<ESet> = Vec::new();
+        let take = |items: &mut Vec<Item>, pending: &mut Vec<ESet>| {
             for item in items.drain(..) {
-                if let Origin::Set(s) = item.origin {
-                    pending.push(s);
+                if let Origin::Set(s) = item.origin
+                    && let Some(last) = Arc::into_inner(s)
+                {
+                    pending.push(last);
                 }
             }
         };
         take(&mut self.items, &mut pending);
-        while let Some(set) = pending.pop() {
-            if let Ok(mut set) = Arc::try_unwrap(set) {
-                take(&mut set.items, &mut pending);
-            }
+        while let Some(mut set) = pending.pop() {
+            take(&mut set.items, &mut pending);
         }
     }
 }
@@ -266,14 +269,18 @@ impl SetBuilder<'_> {
             }
         }
         if self.items.len() >= budget.max_items {
-            return Err(StepError::LimitExceeded {
-                what: "the Earley items after one byte".into(),
-                limit: budget.max_items,
-                knob: "max_items".into(),
-            });
+            return Err(too_many_items(budget));
         }
         self.items.push(item);
         Ok(())
+    }
+}
+
+fn too_many_items(budget: &Budget) -> StepError {
+    StepError::LimitExceeded {
+        what: "the Earley items after one byte".into(),
+        limit: budget.max_items,
+        knob: "max_items".into(),
     }
 }
 
@@ -287,12 +294,36 @@ pub(crate) fn close(
     budget: &mut Budget,
     mut frontier: Option<&mut Frontier>,
 ) -> Result<(), StepError> {
-    // Seeds may repeat (two lexeme states stepping to the same one).
-    let seeds = std::mem::take(items);
-    let mut set = SetBuilder { items, seen: None };
-    for seed in seeds {
-        set.push(seed, budget)?;
+    // Seeds may repeat (two lexeme states stepping to the same one): the
+    // first of each is kept, in place (moving them to a fresh vector was
+    // two allocations or more per byte of every token).
+    let mut seen: Option<FxHashSet<(u32, u32, usize)>> = None;
+    let mut kept = 0;
+    for k in 0..items.len() {
+        let key = items[k].key();
+        let repeated = match &mut seen {
+            Some(seen) => !seen.insert(key),
+            None => {
+                let repeated = items[..kept].iter().any(|x| x.key() == key);
+                if !repeated && kept >= SetBuilder::LINEAR {
+                    let mut keys: FxHashSet<_> = items[..kept].iter().map(Item::key).collect();
+                    keys.insert(key);
+                    seen = Some(keys);
+                }
+                repeated
+            }
+        };
+        if !repeated {
+            // Every item between `kept` and `k` is a repeat, already read.
+            items.swap(kept, k);
+            kept += 1;
+        }
     }
+    items.truncate(kept);
+    if kept > budget.max_items {
+        return Err(too_many_items(budget));
+    }
+    let mut set = SetBuilder { items, seen };
     let mut k = 0;
     while k < set.items.len() {
         budget.spend(1)?;
@@ -379,7 +410,7 @@ pub(crate) fn advance(
     byte: u8,
     budget: &mut Budget,
 ) -> Result<Option<Arc<ESet>>, StepError> {
-    let mut items = Vec::new();
+    let mut items = Vec::with_capacity(from.items.len());
     scan(
         cfg,
         &from.items,
@@ -511,6 +542,17 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
+    /// Whether a set of this shape has no pending subtree: its mask is
+    /// [`Summary::write_into`].
+    pub(crate) fn is_whole(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// Makes `row` the tokens this summary allows by itself.
+    pub(crate) fn write_into(&self, row: &mut [u32]) {
+        self.allowed.write_into(row);
+    }
+
     pub(crate) fn bytes(&self) -> usize {
         self.allowed.bytes()
             + self
@@ -684,6 +726,14 @@ pub(crate) struct Walker {
     set_memo: FxHashMap<(u32, usize), Arc<Chunk>>,
 }
 
+/// A summary's tokens as [`TokenSet::from_row`] keeps them: a set that
+/// allows a few tokens (after a key, a `:` and its spaces) is ORed into a
+/// mask token by token rather than as a whole row.
+fn dense_or_sparse(row: Vec<u32>) -> TokenSet {
+    let count = row.iter().map(|w| w.count_ones() as usize).sum();
+    TokenSet::from_row(row, count)
+}
+
 /// Removes repeated items (the same item reached from two parents).
 fn dedupe(items: &mut Vec<Item>) {
     if items.len() < 2 {
@@ -809,7 +859,7 @@ impl Walker {
                 budget,
                 Some((&mut frontier, &mut pending)),
             )?;
-            return Ok(Summary::new(TokenSet::Dense(allowed), pending));
+            return Ok(Summary::new(dense_or_sparse(allowed), pending));
         }
         for item in &cur.items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
@@ -845,7 +895,7 @@ impl Walker {
                 )?;
             }
         }
-        Ok(Summary::new(TokenSet::Dense(allowed), pending))
+        Ok(Summary::new(dense_or_sparse(allowed), pending))
     }
 
     /// The summary of the pending subtrees of `groups`: per trie node, the
@@ -917,13 +967,16 @@ impl Walker {
         row: &mut [u32],
         budget: &mut Budget,
     ) -> Result<(), StepError> {
-        row.fill(0);
+        summary.allowed.write_into(row);
         let mut summary = summary.clone();
         let mut markers = markers.to_vec();
         let mut key = Vec::new();
         let mut next_markers = Vec::new();
+        let mut first = true;
         loop {
-            summary.allowed.or_into(row);
+            if !std::mem::take(&mut first) {
+                summary.allowed.or_into(row);
+            }
             if summary.groups.is_empty() {
                 return Ok(());
             }

@@ -469,6 +469,24 @@ fn short_or_long_rows_never_panic() {
     assert!(row_is_allowed(&long, id(b'z')));
 }
 
+/// The same where the mask allows one token, which a summary keeps as a
+/// list of ids rather than a row.
+#[test]
+fn short_rows_of_a_mask_of_few_tokens_never_panic() {
+    let vocab = tiny();
+    let g = compile("root ::= \"z\"");
+    let mut m = g.matcher();
+    let mut short = vec![u32::MAX; 2];
+    m.fill_bitmask(&mut short);
+    m.fill_bitmask(&mut short);
+    assert_eq!(short, [0, 0]); // ids 0 to 63: no letter among them
+    let mut row = vec![u32::MAX; vocab.mask_words()];
+    m.fill_bitmask(&mut row);
+    assert!(row_is_allowed(&row, id(b'z')));
+    let allowed: u32 = row.iter().map(|w| w.count_ones()).sum();
+    assert_eq!(allowed, 1);
+}
+
 /// The same, with the row length changing between two masks of one
 /// matcher in the same state (the second mask comes from the kept one).
 #[test]
