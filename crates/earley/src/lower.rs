@@ -250,18 +250,21 @@ impl<'a> Lowering<'a> {
             if self.alts.len() < g.rules.len() {
                 self.alts.resize(g.rules.len(), Vec::new());
             }
-            let alternatives = g.rules[i].clone();
+            // Taken out while its pieces are lowered (helpers may be added
+            // to `g` meanwhile) and put back for `nullable`: a copy of every
+            // rule's regex texts was a tenth of this lowering.
+            let alternatives = std::mem::take(&mut g.rules[i]);
             let mut starts = Vec::with_capacity(alternatives.len());
             for alt in &alternatives {
                 starts.push(self.syms.len() as u32);
-                let mut run: Vec<(String, Part)> = Vec::new();
+                let mut run: Vec<(&str, Part)> = Vec::new();
                 for piece in alt {
                     match piece {
                         PieceKind::Regex { regex, tree, .. } => {
-                            run.push((regex.clone(), Part::Tree(tree.clone())));
+                            run.push((regex, Part::Tree(tree.clone())));
                         }
                         PieceKind::Verbatim { regex, verbatim } => {
-                            run.push((regex.clone(), Part::Text(*verbatim)));
+                            run.push((regex, Part::Text(*verbatim)));
                         }
                         PieceKind::Rule(t) => {
                             self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
@@ -288,6 +291,7 @@ impl<'a> Lowering<'a> {
                 self.alts.resize(g.rules.len(), Vec::new());
             }
             self.alts[i] = starts;
+            g.rules[i] = alternatives;
             i += 1;
         }
         self.nullable = g.nullable();
@@ -301,7 +305,7 @@ impl<'a> Lowering<'a> {
     /// `split` says so.
     fn flush_pieces(
         &mut self,
-        run: &mut Vec<(String, Part)>,
+        run: &mut Vec<(&str, Part)>,
         max: usize,
         join: bool,
         split: bool,
@@ -310,7 +314,7 @@ impl<'a> Lowering<'a> {
         if self.config.lazy_lexemes {
             return self.flush_pieces_lazy(run, max, join, split, g);
         }
-        let mut run: Vec<String> = run.drain(..).map(|(regex, _)| regex).collect();
+        let mut run: Vec<String> = run.drain(..).map(|(regex, _)| regex.to_owned()).collect();
         if !split {
             return self.flush_limit(&mut run, max);
         }
@@ -332,7 +336,7 @@ impl<'a> Lowering<'a> {
     /// [`GrammarError::LimitExceeded`] without.
     fn flush_pieces_lazy(
         &mut self,
-        run: &mut Vec<(String, Part)>,
+        run: &mut Vec<(&str, Part)>,
         max: usize,
         join: bool,
         split: bool,
@@ -372,7 +376,7 @@ impl<'a> Lowering<'a> {
         }
         for ((regex, part), m) in std::mem::take(run).into_iter().zip(measures) {
             if self.fits_lazily_in(m, max) {
-                let id = self.lazy_id(&regex, Some(m.weight), || {
+                let id = self.lazy_id(regex, Some(m.weight), || {
                     Ok(match part {
                         Part::Tree(tree) => Unmade::Tree(tree),
                         Part::Text(v) => Unmade::Text {
@@ -385,7 +389,7 @@ impl<'a> Lowering<'a> {
             } else if split {
                 let tree = match part {
                     Part::Tree(tree) => tree,
-                    Part::Text(_) => Arc::new(tokensieve_grammar::dfa::parse(&regex)?),
+                    Part::Text(_) => Arc::new(tokensieve_grammar::dfa::parse(regex)?),
                 };
                 self.lazy_parts(&tree, max, g)?;
             } else {
