@@ -922,7 +922,10 @@ impl Lexeme {
         let mut kept = Runs::default();
         let mut refused = Runs::default();
         if state == into {
-            let roots: Vec<u32> = (skeleton.escapes.iter().copied())
+            let roots: Vec<u32> = skeleton
+                .escapes
+                .iter()
+                .copied()
                 .filter(|&e| trie.nodes[e as usize].depth == 1)
                 .collect();
             self.scan_escape_nodes(

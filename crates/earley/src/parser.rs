@@ -249,24 +249,32 @@ struct SetBuilder<'a> {
 impl SetBuilder<'_> {
     const LINEAR: usize = 24;
 
-    fn push(&mut self, item: Item, budget: &Budget) -> Result<(), StepError> {
-        let key = item.key();
-        match &mut self.seen {
-            Some(seen) => {
-                if !seen.insert(key) {
-                    return Ok(());
-                }
-            }
+    /// Whether no item of `kept` has `key`, noting it in `seen` (made once
+    /// `kept` is past [`SetBuilder::LINEAR`]).
+    fn first_time(
+        seen: &mut Option<FxHashSet<(u32, u32, usize)>>,
+        kept: &[Item],
+        key: (u32, u32, usize),
+    ) -> bool {
+        match seen {
+            Some(seen) => seen.insert(key),
             None => {
-                if self.items.iter().any(|x| x.key() == key) {
-                    return Ok(());
+                if kept.iter().any(|x| x.key() == key) {
+                    return false;
                 }
-                if self.items.len() >= Self::LINEAR {
-                    let mut seen: FxHashSet<_> = self.items.iter().map(Item::key).collect();
-                    seen.insert(key);
-                    self.seen = Some(seen);
+                if kept.len() >= Self::LINEAR {
+                    let mut keys: FxHashSet<_> = kept.iter().map(Item::key).collect();
+                    keys.insert(key);
+                    *seen = Some(keys);
                 }
+                true
             }
+        }
+    }
+
+    fn push(&mut self, item: Item, budget: &Budget) -> Result<(), StepError> {
+        if !Self::first_time(&mut self.seen, self.items, item.key()) {
+            return Ok(());
         }
         if self.items.len() >= budget.max_items {
             return Err(too_many_items(budget));
@@ -297,23 +305,11 @@ pub(crate) fn close(
     // Seeds may repeat (two lexeme states stepping to the same one): the
     // first of each is kept, in place (moving them to a fresh vector was
     // two allocations or more per byte of every token).
-    let mut seen: Option<FxHashSet<(u32, u32, usize)>> = None;
+    let mut seen = None;
     let mut kept = 0;
     for k in 0..items.len() {
         let key = items[k].key();
-        let repeated = match &mut seen {
-            Some(seen) => !seen.insert(key),
-            None => {
-                let repeated = items[..kept].iter().any(|x| x.key() == key);
-                if !repeated && kept >= SetBuilder::LINEAR {
-                    let mut keys: FxHashSet<_> = items[..kept].iter().map(Item::key).collect();
-                    keys.insert(key);
-                    seen = Some(keys);
-                }
-                repeated
-            }
-        };
-        if !repeated {
+        if SetBuilder::first_time(&mut seen, &items[..kept], key) {
             // Every item between `kept` and `k` is a repeat, already read.
             items.swap(kept, k);
             kept += 1;
