@@ -14,7 +14,7 @@ use tokensieve_grammar::regular::choice_regex;
 use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie, json_schema};
 
 use crate::config::EarleyConfig;
-use crate::lexeme::Lexeme;
+use crate::lexeme::{Lexeme, VocabSkeleton};
 use crate::lower::{Lowering, json_object_gbnf};
 use crate::matcher::EarleyMatcher;
 use crate::parser::{Budget, Cfg, ESet, SummaryCache, initial_set};
@@ -71,6 +71,9 @@ pub struct EarleyBackend {
     vocab: Arc<Vocabulary>,
     config: EarleyConfig,
     trie: Arc<TokenTrie>,
+    /// The trie walk of a JSON string's body, made with the backend (it
+    /// depends on the vocabulary alone).
+    skeleton: VocabSkeleton,
     /// Summaries of recently compiled constraints, by cache key, so a
     /// recompile starts warm ([`EarleyConfig::shared_summaries`]).
     /// Each with the lexemes its summaries were made with (kept alive, so
@@ -102,6 +105,7 @@ impl EarleyBackend {
         EarleyBackend {
             vocab,
             config,
+            skeleton: VocabSkeleton::json_string_body(&trie),
             trie,
             summaries: Mutex::new(Vec::new()),
             seen: Mutex::new(std::collections::VecDeque::new()),
@@ -185,7 +189,13 @@ impl EarleyBackend {
     ) -> Result<EarleyGrammar, GrammarError> {
         let started = Instant::now();
         self.config.validate()?;
-        let lowering = Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel);
+        let lowering = Lowering::new(
+            &self.config,
+            &self.trie,
+            &self.skeleton,
+            self.vocab.mask_words(),
+            cancel,
+        );
         let cfg = match &constraint.spec {
             ConstraintSpec::Ebnf { grammar, root } => {
                 lowering.grammar(&Grammar::from_gbnf(grammar, root)?)?
@@ -207,8 +217,14 @@ impl EarleyBackend {
                     &schema_limits(),
                 )?;
                 let attempt = |pieces: &PieceGrammar, split: bool| {
-                    Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
-                        .pieces(pieces, split)
+                    Lowering::new(
+                        &self.config,
+                        &self.trie,
+                        &self.skeleton,
+                        self.vocab.mask_words(),
+                        cancel,
+                    )
+                    .pieces(pieces, split)
                 };
                 // The regular parts whole, as lexemes; where one is too big
                 // for a lexeme, its long counted repetitions (`maxLength`)
@@ -223,8 +239,14 @@ impl EarleyBackend {
                         Err(GrammarError::LimitExceeded { .. })
                             if lowered.intersections.is_empty() =>
                         {
-                            Lowering::new(&self.config, &self.trie, self.vocab.mask_words(), cancel)
-                                .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
+                            Lowering::new(
+                                &self.config,
+                                &self.trie,
+                                &self.skeleton,
+                                self.vocab.mask_words(),
+                                cancel,
+                            )
+                            .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
                         }
                         Err(GrammarError::LimitExceeded { .. }) => Err(limit),
                         other => other,

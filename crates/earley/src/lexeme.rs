@@ -507,7 +507,34 @@ pub(crate) struct Skeletons(Mutex<Vec<(StepKey, Arc<Skeleton>)>>);
 /// whether it takes every character.
 type StepKey = ([u64; 2], bool);
 
+/// The step of a JSON string's body: every character but the quote, the
+/// backslash and the control characters U+0000 to U+001F (RFC 8259).
+const JSON_STRING_BODY: StepKey = ([0xFFFF_FFFB_0000_0000, 0xFFFF_FFFF_EFFF_FFFF], true);
+
+/// The skeleton of a JSON string's body on one vocabulary: what every
+/// string value and key of a JSON grammar walks through. It depends on the
+/// vocabulary alone, so a backend makes it once, with the token trie (a
+/// walk of the whole trie, about 0.7 ms on Llama 3's), and every grammar's
+/// [`Skeletons`] starts with it.
+#[derive(Debug, Clone)]
+pub(crate) struct VocabSkeleton(Arc<Skeleton>);
+
+impl VocabSkeleton {
+    pub(crate) fn json_string_body(trie: &TokenTrie) -> VocabSkeleton {
+        let (ascii, utf8) = JSON_STRING_BODY;
+        VocabSkeleton(Arc::new(Skeleton::new(
+            trie,
+            &TextStep { ascii, utf8, to: 0 },
+        )))
+    }
+}
+
 impl Skeletons {
+    /// A grammar's skeletons, starting with the vocabulary's.
+    pub(crate) fn starting_with(known: &VocabSkeleton) -> Skeletons {
+        Skeletons(Mutex::new(vec![(JSON_STRING_BODY, known.0.clone())]))
+    }
+
     fn get(&self, trie: &TokenTrie, step: &TextStep) -> Arc<Skeleton> {
         let key = (step.ascii, step.utf8);
         let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -1393,5 +1420,57 @@ mod tests {
         assert!(taken_whole >= 3, "the loops this test is about were found");
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
+    }
+
+    /// A JSON string (the JSON Schema lowering's string, escapes and all)
+    /// walks through the skeleton the backend makes with the vocabulary,
+    /// finding what it finds with one made from its own step.
+    #[test]
+    fn a_json_string_walks_through_the_vocabulary_skeleton() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let limits = DfaLimits {
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_dfa_states: 10_000,
+            minimize: false,
+        };
+        let string = r#""(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))*" *, *"#;
+        let seeded = Arc::new(Skeletons::starting_with(&VocabSkeleton::json_string_body(
+            &trie,
+        )));
+        let own = Arc::new(Skeletons::default());
+        let lexeme = |skeletons: &Arc<Skeletons>| {
+            let dfa = ByteDfa::build(string, &limits).unwrap();
+            Lexeme::new(
+                Making::Now(LexDfa::Eager(dfa)),
+                trie.clone(),
+                vocab.mask_words(),
+                skeletons.clone(),
+            )
+        };
+        let (a, b) = (lexeme(&seeded), lexeme(&own));
+        for state in 1..a.dfa().num_states() as u32 {
+            let (x, y) = (a.build_state(state), b.build_state(state));
+            let (mut rx, mut ry) = (
+                vec![0u32; vocab.mask_words()],
+                vec![0u32; vocab.mask_words()],
+            );
+            x.inside.or_into(&mut rx);
+            y.inside.or_into(&mut ry);
+            assert_eq!(rx, ry, "state {state}");
+            assert_eq!(x.exits, y.exits, "state {state}");
+        }
+        let own = own.0.lock().unwrap();
+        assert_eq!(own.len(), 1, "the string's body walked through a skeleton");
+        assert_eq!(
+            own[0].0, JSON_STRING_BODY,
+            "the body's step is the vocabulary's"
+        );
+        assert_eq!(
+            seeded.0.lock().unwrap().len(),
+            1,
+            "no skeleton made beside it"
+        );
     }
 }

@@ -26,8 +26,8 @@ use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
 use crate::lexeme::{
-    LexDfa, LexVocab, Lexeme, Making, Recipe, TreeSource, counted_lexeme, intersection_lexeme,
-    lazy_lexeme, lexeme,
+    LexDfa, LexVocab, Lexeme, Making, Recipe, Skeletons, TreeSource, VocabSkeleton, counted_lexeme,
+    intersection_lexeme, lazy_lexeme, lexeme,
 };
 use crate::parser::{Cfg, Sym};
 
@@ -109,6 +109,7 @@ impl<'a> Lowering<'a> {
     pub(crate) fn new(
         config: &'a EarleyConfig,
         trie: &'a Arc<TokenTrie>,
+        skeleton: &VocabSkeleton,
         words: usize,
         cancel: &'a CancelToken,
     ) -> Self {
@@ -117,7 +118,7 @@ impl<'a> Lowering<'a> {
             vocab: LexVocab {
                 trie: trie.clone(),
                 words,
-                skeletons: Arc::default(),
+                skeletons: Arc::new(Skeletons::starting_with(skeleton)),
             },
             cancel,
             syms: Vec::new(),
