@@ -186,6 +186,10 @@ pub fn text_step<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep>
 }
 
 /// [`text_step`], asking the automaton about each byte.
+///
+/// Called for every state a trie walk meets (thousands in a first mask of
+/// a big schema), so it allocates nothing and asks whether a state
+/// accepts once per distinct target, not once per byte.
 pub fn text_step_by_byte<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep> {
     if state == DEAD || dfa.is_accepting(state) {
         return None;
@@ -194,42 +198,66 @@ pub fn text_step_by_byte<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<T
     // A byte of the class of the byte before it goes where that one went.
     let classes = dfa.byte_classes();
     let as_before = |b: u8| b > 0 && classes.is_some_and(|c| c[b as usize] == c[b as usize - 1]);
-    let mut targets: Vec<u32> = Vec::with_capacity(0x80);
+    let mut targets = [DEAD; 0x80];
     match (classes, dfa.row_by_class(state)) {
         (Some(classes), Some(row)) => {
-            targets.extend((0..0x80).map(|b| row[classes[b] as usize]));
+            for (t, &c) in targets.iter_mut().zip(&classes[..0x80]) {
+                *t = row[c as usize];
+            }
         }
         _ => {
             for b in 0..0x80u8 {
-                let t = if as_before(b) {
+                targets[b as usize] = if as_before(b) {
                     targets[b as usize - 1]
                 } else {
                     dfa.next(state, b)
                 };
-                targets.push(t);
             }
         }
     }
-    // The state itself when it loops, else the commonest target.
+    // The state itself when it loops, else the commonest live target
+    // (the lowest of those tied).
     let to = if targets.contains(&state) {
         state
     } else {
-        let mut counts: Vec<(u32, usize)> = Vec::new();
-        for &t in targets.iter().filter(|&&t| alive(t)) {
-            match counts.iter_mut().find(|(s, _)| *s == t) {
+        let mut counts = [(DEAD, 0u32); 0x80];
+        let mut distinct = 0;
+        for &t in targets.iter().filter(|&&t| t != DEAD) {
+            match counts[..distinct].iter_mut().find(|(s, _)| *s == t) {
                 Some(c) => c.1 += 1,
-                None => counts.push((t, 1)),
+                None => {
+                    counts[distinct] = (t, 1);
+                    distinct += 1;
+                }
             }
         }
-        counts
+        counts[..distinct]
             .iter()
+            .filter(|&&(s, _)| alive(s))
             .max_by_key(|&&(s, n)| (n, std::cmp::Reverse(s)))?
             .0
     };
     let mut ascii = [0u64; 2];
-    for b in (0..0x80u8).filter(|&b| targets[b as usize] == to) {
-        ascii[b as usize / 64] |= 1 << (b % 64);
+    for (b, _) in targets.iter().enumerate().filter(|&(_, &t)| t == to) {
+        ascii[b / 64] |= 1 << (b % 64);
     }
+    Some(TextStep {
+        ascii,
+        utf8: utf8_leads_to(dfa, state, to, as_before),
+        to,
+    })
+}
+
+/// Whether every well-formed multi-byte UTF-8 character leads from `state`
+/// to `to` through live, non-accepting states. The states partway through
+/// a character are kept in two small lists; past their room the answer is
+/// no (a walk then reads those bytes one by one: slower, as exact).
+fn utf8_leads_to<A: Automaton + ?Sized>(
+    dfa: &A,
+    state: u32,
+    to: u32,
+    as_before: impl Fn(u8) -> bool,
+) -> bool {
     const CONT: (u8, u8) = (0x80, 0xBF);
     // Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table).
     const SHAPES: [&[(u8, u8)]; 8] = [
@@ -242,27 +270,57 @@ pub fn text_step_by_byte<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<T
         &[(0xF1, 0xF3), CONT, CONT, CONT],
         &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
     ];
-    let utf8 = SHAPES.iter().all(|shape| {
-        let mut states = vec![state];
+    const ROOM: usize = 64;
+    let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
+    // The first byte asked (a state that takes no multi-byte character
+    // fails here, before any other work).
+    if !alive(dfa.next(state, SHAPES[0][0].0)) {
+        return false;
+    }
+    // The bytes from 0x80 up that start a class, bit `b - 0x80`: only
+    // one byte of each class is asked about.
+    let starts: u128 = (0x80..=0xFFu8)
+        .filter(|&b| !as_before(b))
+        .fold(0, |set, b| set | 1 << (b - 0x80));
+    let firsts = |lo: u8, hi: u8| {
+        let (lo, hi) = (lo - 0x80, hi - 0x80);
+        let range = (u128::MAX >> (127 - hi)) & (u128::MAX << lo);
+        let mut set = starts & range | 1 << lo;
+        std::iter::from_fn(move || {
+            (set != 0).then(|| {
+                let b = set.trailing_zeros() as u8;
+                set &= set - 1;
+                0x80 + b
+            })
+        })
+    };
+    let (mut states, mut next) = ([DEAD; ROOM], [DEAD; ROOM]);
+    SHAPES.iter().all(|shape| {
+        states[0] = state;
+        let mut len = 1;
         for (k, &(lo, hi)) in shape.iter().enumerate() {
             let last = k + 1 == shape.len();
-            let mut next = Vec::new();
-            for &q in &states {
-                for b in (lo..=hi).filter(|&b| b == lo || !as_before(b)) {
+            let mut count = 0;
+            for &q in &states[..len] {
+                for b in firsts(lo, hi) {
                     let t = dfa.next(q, b);
                     if (last && t != to) || !alive(t) {
                         return false;
                     }
-                    if !next.contains(&t) {
-                        next.push(t);
+                    if !next[..count].contains(&t) {
+                        if count == ROOM {
+                            return false;
+                        }
+                        next[count] = t;
+                        count += 1;
                     }
                 }
             }
-            states = next;
+            std::mem::swap(&mut states, &mut next);
+            len = count;
         }
         true
-    });
-    Some(TextStep { ascii, utf8, to })
+    })
 }
 
 /// A byte DFA over merged byte classes. State `0` is dead; every other state
@@ -950,6 +1008,88 @@ fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, Gramma
 pub(crate) mod tests {
     use super::*;
 
+    /// The text step as first written (vectors, a question per byte): the
+    /// oracle of the one that allocates nothing.
+    fn text_step_reference<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<TextStep> {
+        if state == DEAD || dfa.is_accepting(state) {
+            return None;
+        }
+        let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
+        // A byte of the class of the byte before it goes where that one went.
+        let classes = dfa.byte_classes();
+        let as_before =
+            |b: u8| b > 0 && classes.is_some_and(|c| c[b as usize] == c[b as usize - 1]);
+        let mut targets: Vec<u32> = Vec::with_capacity(0x80);
+        match (classes, dfa.row_by_class(state)) {
+            (Some(classes), Some(row)) => {
+                targets.extend((0..0x80).map(|b| row[classes[b] as usize]));
+            }
+            _ => {
+                for b in 0..0x80u8 {
+                    let t = if as_before(b) {
+                        targets[b as usize - 1]
+                    } else {
+                        dfa.next(state, b)
+                    };
+                    targets.push(t);
+                }
+            }
+        }
+        // The state itself when it loops, else the commonest target.
+        let to = if targets.contains(&state) {
+            state
+        } else {
+            let mut counts: Vec<(u32, usize)> = Vec::new();
+            for &t in targets.iter().filter(|&&t| alive(t)) {
+                match counts.iter_mut().find(|(s, _)| *s == t) {
+                    Some(c) => c.1 += 1,
+                    None => counts.push((t, 1)),
+                }
+            }
+            counts
+                .iter()
+                .max_by_key(|&&(s, n)| (n, std::cmp::Reverse(s)))?
+                .0
+        };
+        let mut ascii = [0u64; 2];
+        for b in (0..0x80u8).filter(|&b| targets[b as usize] == to) {
+            ascii[b as usize / 64] |= 1 << (b % 64);
+        }
+        const CONT: (u8, u8) = (0x80, 0xBF);
+        // Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table).
+        const SHAPES: [&[(u8, u8)]; 8] = [
+            &[(0xC2, 0xDF), CONT],
+            &[(0xE0, 0xE0), (0xA0, 0xBF), CONT],
+            &[(0xE1, 0xEC), CONT, CONT],
+            &[(0xED, 0xED), (0x80, 0x9F), CONT],
+            &[(0xEE, 0xEF), CONT, CONT],
+            &[(0xF0, 0xF0), (0x90, 0xBF), CONT, CONT],
+            &[(0xF1, 0xF3), CONT, CONT, CONT],
+            &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
+        ];
+        let utf8 = SHAPES.iter().all(|shape| {
+            let mut states = vec![state];
+            for (k, &(lo, hi)) in shape.iter().enumerate() {
+                let last = k + 1 == shape.len();
+                let mut next = Vec::new();
+                for &q in &states {
+                    for b in (lo..=hi).filter(|&b| b == lo || !as_before(b)) {
+                        let t = dfa.next(q, b);
+                        if (last && t != to) || !alive(t) {
+                            return false;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                states = next;
+            }
+            true
+        });
+        Some(TextStep { ascii, utf8, to })
+    }
+
     /// Generous limits for tests.
     pub(crate) fn limits() -> DfaLimits {
         DfaLimits {
@@ -978,6 +1118,54 @@ pub(crate) mod tests {
         fn is_accepting(&self, state: u32) -> bool {
             self.0.is_accepting(state)
         }
+    }
+
+    /// The text step of every state of eager and lazy automata (string
+    /// bodies, counted runs, classes that split the UTF-8 ranges, many
+    /// classes of multi-byte characters) is the reference's.
+    #[test]
+    fn text_steps_are_the_reference_steps() {
+        let patterns = [
+            r#""([^"\\\x00-\x1f]|\\["\\/bfnrt])*""#,
+            "x[^é]*y",
+            "[a-zé-ü]{2,5}!",
+            r"(?:[\x{80}-\x{7FF}]|[\x{800}-\x{FFFF}&&[^\x{E000}-\x{E0FF}]]|a)*!",
+            r"(?:[α-ω]|[а-я]|[一-龥]|[😀-🙏]|[\x{10000}-\x{10FFFF}]|\w)*!",
+            ".{0,3}x",
+            r#""[^"\\]{0,40}""#,
+            r"(?:\S+\s+){0,3}\S+",
+            "abc|abd|b[cd]*",
+            // Every character taken, through a state per range partway.
+            r"(?:[\x{80}-\x{3FF}]|[\x{400}-\x{FFFF}]|[\x{10000}-\x{10FFFF}]|a)*!",
+        ];
+        let mut steps = 0;
+        for pattern in patterns {
+            let dfa = ByteDfa::build(pattern, &limits()).unwrap();
+            for state in 0..dfa.num_states() as u32 {
+                let step = text_step(&dfa, state);
+                assert_eq!(step, text_step_reference(&dfa, state), "{pattern}, {state}");
+                steps += usize::from(step.is_some_and(|s| s.utf8));
+            }
+            let lazy = crate::lazy::LazyDfa::build(pattern, &limits()).unwrap();
+            let mut seen = vec![lazy.start()];
+            let mut k = 0;
+            while k < seen.len() && seen.len() < 2000 {
+                let state = seen[k];
+                k += 1;
+                assert_eq!(
+                    text_step(&lazy, state),
+                    text_step_reference(&lazy, state),
+                    "{pattern}, lazy {state}"
+                );
+                for b in 0..=255u8 {
+                    let t = lazy.next(state, b);
+                    if t != DEAD && !seen.contains(&t) {
+                        seen.push(t);
+                    }
+                }
+            }
+        }
+        assert!(steps >= 3, "steps that take every character were met");
     }
 
     /// A text step read once per byte class is the step read byte by byte,
