@@ -228,7 +228,7 @@ impl TokenSet {
     /// The set of a row holding `count` tokens: kept as the row when many,
     /// as sorted ids when few.
     pub(crate) fn from_row(row: Vec<u32>, count: usize) -> TokenSet {
-        if count * 32 >= row.len() * 4 {
+        if TokenSet::dense_for(count, row.len()) {
             return TokenSet::Dense(row);
         }
         let mut ids = Vec::with_capacity(count);
@@ -240,6 +240,12 @@ impl TokenSet {
             }
         }
         TokenSet::Sparse(ids)
+    }
+
+    /// Whether `count` tokens of a row of `words` words are kept as the
+    /// row: an id takes a word, so from an eighth of the row's bits on.
+    pub(crate) fn dense_for(count: usize, words: usize) -> bool {
+        count * 32 >= words * 4
     }
 
     /// Adds these tokens to `row`.

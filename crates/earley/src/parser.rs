@@ -25,7 +25,7 @@ use tokensieve_core::StepError;
 use tokensieve_grammar::TokenTrie;
 use tokensieve_grammar::dfa::DEAD;
 
-use crate::lexeme::{Lexeme, TokenSet};
+use crate::lexeme::{Lexeme, StateIndex, TokenSet};
 
 /// The multiply-rotate hash of rustc (FxHash): item keys are a few
 /// integers, hashed on every step of a walk, where SipHash's resistance to
@@ -730,6 +730,30 @@ fn dense_or_sparse(row: Vec<u32>) -> TokenSet {
     TokenSet::from_row(row, count)
 }
 
+/// The tokens of `items` as the sorted ids [`TokenSet::from_row`] would
+/// keep, when every lexeme state among them holds a few ids and ends in no
+/// token (keys, literals, the first characters of a value): their union
+/// without a row of the whole vocabulary to clear, count and read back.
+fn few_ids(cfg: &Cfg, items: &[Item], words: usize) -> Option<Vec<u32>> {
+    let mut ids = Vec::new();
+    for item in items {
+        let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+            continue;
+        };
+        match cfg.lexemes[l as usize].state(item.lex) {
+            StateIndex {
+                inside: TokenSet::Sparse(some),
+                exits,
+                ..
+            } if exits.is_empty() => ids.extend_from_slice(some),
+            _ => return None,
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    (!TokenSet::dense_for(ids.len(), words)).then_some(ids)
+}
+
 /// Removes repeated items (the same item reached from two parents).
 fn dedupe(items: &mut Vec<Item>) {
     if items.len() < 2 {
@@ -856,6 +880,9 @@ impl Walker {
                 Some((&mut frontier, &mut pending)),
             )?;
             return Ok(Summary::new(dense_or_sparse(allowed), pending));
+        }
+        if let Some(ids) = few_ids(cfg, &cur.items, words) {
+            return Ok(Summary::new(TokenSet::Sparse(ids), pending));
         }
         for item in &cur.items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
