@@ -835,7 +835,6 @@ impl Walker {
         words: usize,
         budget: &mut Budget,
     ) -> Result<Summary, StepError> {
-        let mut allowed = vec![0u32; words];
         let mut pending = Vec::new();
         let mut frontier = Frontier {
             cur: Some(cur),
@@ -869,6 +868,7 @@ impl Walker {
             }
         }
         if lexeme_items > MANY_ITEMS || span > trie.num_nodes() / 2 {
+            let mut allowed = vec![0u32; words];
             self.base().extend(cur.items.iter().cloned());
             self.walk_subtree(
                 cfg,
@@ -884,6 +884,7 @@ impl Walker {
         if let Some(ids) = few_ids(cfg, &cur.items, words) {
             return Ok(Summary::new(TokenSet::Sparse(ids), pending));
         }
+        let mut allowed = vec![0u32; words];
         for item in &cur.items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 continue;
