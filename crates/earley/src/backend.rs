@@ -181,6 +181,17 @@ impl EarleyBackend {
         &self.config
     }
 
+    /// A lowering onto this backend's vocabulary.
+    fn lowering<'a>(&'a self, cancel: &'a CancelToken) -> Lowering<'a> {
+        Lowering::new(
+            &self.config,
+            &self.trie,
+            &self.skeleton,
+            self.vocab.mask_words(),
+            cancel,
+        )
+    }
+
     /// Compiles with the concrete grammar type.
     pub fn compile_earley(
         &self,
@@ -189,13 +200,7 @@ impl EarleyBackend {
     ) -> Result<EarleyGrammar, GrammarError> {
         let started = Instant::now();
         self.config.validate()?;
-        let lowering = Lowering::new(
-            &self.config,
-            &self.trie,
-            &self.skeleton,
-            self.vocab.mask_words(),
-            cancel,
-        );
+        let lowering = self.lowering(cancel);
         let cfg = match &constraint.spec {
             ConstraintSpec::Ebnf { grammar, root } => {
                 lowering.grammar(&Grammar::from_gbnf(grammar, root)?)?
@@ -217,14 +222,7 @@ impl EarleyBackend {
                     &schema_limits(),
                 )?;
                 let attempt = |pieces: &PieceGrammar, split: bool| {
-                    Lowering::new(
-                        &self.config,
-                        &self.trie,
-                        &self.skeleton,
-                        self.vocab.mask_words(),
-                        cancel,
-                    )
-                    .pieces(pieces, split)
+                    self.lowering(cancel).pieces(pieces, split)
                 };
                 // The regular parts whole, as lexemes; where one is too big
                 // for a lexeme, its long counted repetitions (`maxLength`)
@@ -239,14 +237,8 @@ impl EarleyBackend {
                         Err(GrammarError::LimitExceeded { .. })
                             if lowered.intersections.is_empty() =>
                         {
-                            Lowering::new(
-                                &self.config,
-                                &self.trie,
-                                &self.skeleton,
-                                self.vocab.mask_words(),
-                                cancel,
-                            )
-                            .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
+                            self.lowering(cancel)
+                                .grammar(&lowered.to_grammar(&GbnfLimits::default())?)
                         }
                         Err(GrammarError::LimitExceeded { .. }) => Err(limit),
                         other => other,

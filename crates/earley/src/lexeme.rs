@@ -1331,6 +1331,16 @@ mod tests {
         Vocabulary::from_byte_tokens(tokens)
     }
 
+    /// Limits wide enough for every automaton of these tests.
+    fn limits(minimize: bool) -> DfaLimits {
+        DfaLimits {
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_dfa_states: 10_000,
+            minimize,
+        }
+    }
+
     /// The walk without taking subtrees whole: every node visited.
     fn plain_walk(l: &Lexeme, state: u32) -> (Vec<u32>, Vec<(u32, u32)>) {
         let trie = &*l.trie;
@@ -1361,12 +1371,7 @@ mod tests {
     fn subtrees_taken_whole_give_the_rows_of_a_full_walk() {
         let vocab = vocabulary();
         let trie = Arc::new(TokenTrie::new(&vocab));
-        let limits = DfaLimits {
-            nfa_size_limit: 10 << 20,
-            dfa_size_limit: 32 << 20,
-            max_dfa_states: 10_000,
-            minimize: true,
-        };
+        let limits = limits(true);
         let regexes = [
             r#""([^"\\\x00-\x1f]|\\["\\/bfnrt])*""#,
             r#""([^"\\]|\\.)*" *: *"#,
@@ -1435,12 +1440,7 @@ mod tests {
     fn a_json_string_walks_through_the_vocabulary_skeleton() {
         let vocab = vocabulary();
         let trie = Arc::new(TokenTrie::new(&vocab));
-        let limits = DfaLimits {
-            nfa_size_limit: 10 << 20,
-            dfa_size_limit: 32 << 20,
-            max_dfa_states: 10_000,
-            minimize: false,
-        };
+        let limits = limits(false);
         let string = r#""(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))*" *, *"#;
         let seeded = Arc::new(Skeletons::starting_with(&VocabSkeleton::json_string_body(
             &trie,

@@ -248,6 +248,21 @@ pub fn text_step_by_byte<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<T
     })
 }
 
+/// A UTF-8 continuation byte.
+const CONT: (u8, u8) = (0x80, 0xBF);
+/// Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table): the byte
+/// ranges of each shape of character.
+const UTF8_SHAPES: [&[(u8, u8)]; 8] = [
+    &[(0xC2, 0xDF), CONT],
+    &[(0xE0, 0xE0), (0xA0, 0xBF), CONT],
+    &[(0xE1, 0xEC), CONT, CONT],
+    &[(0xED, 0xED), (0x80, 0x9F), CONT],
+    &[(0xEE, 0xEF), CONT, CONT],
+    &[(0xF0, 0xF0), (0x90, 0xBF), CONT, CONT],
+    &[(0xF1, 0xF3), CONT, CONT, CONT],
+    &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
+];
+
 /// Whether every well-formed multi-byte UTF-8 character leads from `state`
 /// to `to` through live, non-accepting states. The states partway through
 /// a character are kept in two small lists; past their room the answer is
@@ -258,23 +273,11 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
     to: u32,
     as_before: impl Fn(u8) -> bool,
 ) -> bool {
-    const CONT: (u8, u8) = (0x80, 0xBF);
-    // Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table).
-    const SHAPES: [&[(u8, u8)]; 8] = [
-        &[(0xC2, 0xDF), CONT],
-        &[(0xE0, 0xE0), (0xA0, 0xBF), CONT],
-        &[(0xE1, 0xEC), CONT, CONT],
-        &[(0xED, 0xED), (0x80, 0x9F), CONT],
-        &[(0xEE, 0xEF), CONT, CONT],
-        &[(0xF0, 0xF0), (0x90, 0xBF), CONT, CONT],
-        &[(0xF1, 0xF3), CONT, CONT, CONT],
-        &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
-    ];
     const ROOM: usize = 64;
     let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
     // The first byte asked (a state that takes no multi-byte character
     // fails here, before any other work).
-    if !alive(dfa.next(state, SHAPES[0][0].0)) {
+    if !alive(dfa.next(state, UTF8_SHAPES[0][0].0)) {
         return false;
     }
     // The bytes from 0x80 up that start a class, bit `b - 0x80`: only
@@ -295,7 +298,7 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
         })
     };
     let (mut states, mut next) = ([DEAD; ROOM], [DEAD; ROOM]);
-    SHAPES.iter().all(|shape| {
+    UTF8_SHAPES.iter().all(|shape| {
         states[0] = state;
         let mut len = 1;
         for (k, &(lo, hi)) in shape.iter().enumerate() {
@@ -1055,19 +1058,7 @@ pub(crate) mod tests {
         for b in (0..0x80u8).filter(|&b| targets[b as usize] == to) {
             ascii[b as usize / 64] |= 1 << (b % 64);
         }
-        const CONT: (u8, u8) = (0x80, 0xBF);
-        // Well-formed UTF-8 beyond ASCII, by lead byte (RFC 3629 table).
-        const SHAPES: [&[(u8, u8)]; 8] = [
-            &[(0xC2, 0xDF), CONT],
-            &[(0xE0, 0xE0), (0xA0, 0xBF), CONT],
-            &[(0xE1, 0xEC), CONT, CONT],
-            &[(0xED, 0xED), (0x80, 0x9F), CONT],
-            &[(0xEE, 0xEF), CONT, CONT],
-            &[(0xF0, 0xF0), (0x90, 0xBF), CONT, CONT],
-            &[(0xF1, 0xF3), CONT, CONT, CONT],
-            &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
-        ];
-        let utf8 = SHAPES.iter().all(|shape| {
+        let utf8 = UTF8_SHAPES.iter().all(|shape| {
             let mut states = vec![state];
             for (k, &(lo, hi)) in shape.iter().enumerate() {
                 let last = k + 1 == shape.len();
