@@ -225,25 +225,27 @@ pub(crate) enum TokenSet {
 }
 
 impl TokenSet {
-    /// The set of a row holding `count` tokens: kept as the row when many,
-    /// as sorted ids when few.
-    pub(crate) fn from_row(row: Vec<u32>, count: usize) -> TokenSet {
-        if TokenSet::dense_for(count, row.len()) {
-            return TokenSet::Dense(row);
-        }
-        let mut ids = Vec::with_capacity(count);
+    /// The set of a row: kept as the row when it holds many tokens, as
+    /// sorted ids when few. One pass, which stops at the word where the
+    /// ids become too many to keep.
+    pub(crate) fn from_row(row: Vec<u32>) -> TokenSet {
+        let mut ids = Vec::new();
         for (w, &word) in row.iter().enumerate() {
             let mut bits = word;
             while bits != 0 {
                 ids.push((w * 32) as u32 + bits.trailing_zeros());
                 bits &= bits - 1;
             }
+            if TokenSet::dense_for(ids.len(), row.len()) {
+                return TokenSet::Dense(row);
+            }
         }
         TokenSet::Sparse(ids)
     }
 
     /// Whether `count` tokens of a row of `words` words are kept as the
-    /// row: an id takes a word, so from an eighth of the row's bits on.
+    /// row: once their ids (a word each) would take an eighth of its
+    /// memory.
     pub(crate) fn dense_for(count: usize, words: usize) -> bool {
         count * 32 >= words * 4
     }
@@ -392,7 +394,7 @@ impl Walk {
             ids.dedup();
             TokenSet::Sparse(ids)
         } else {
-            TokenSet::from_row(self.inside, self.count)
+            TokenSet::from_row(self.inside)
         }
     }
 }
@@ -1431,6 +1433,37 @@ mod tests {
         assert!(taken_whole >= 3, "the loops this test is about were found");
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
+    }
+
+    /// A row becomes its sorted ids while they would take less than an
+    /// eighth of its memory, and stays the row from there on, wherever
+    /// they lie.
+    #[test]
+    fn rows_of_few_tokens_are_ids_and_of_many_the_row() {
+        let words = 64;
+        let limit = words / 8;
+        for count in [0, 1, limit - 1, limit, words * 32] {
+            for spread in [1, 7919] {
+                let mut ids: Vec<u32> = (0..count as u32)
+                    .map(|i| (words as u32 * 32 - 1 - i * spread) % (words as u32 * 32))
+                    .collect();
+                let mut row = vec![0u32; words];
+                for &t in &ids {
+                    row[t as usize / 32] |= 1 << (t % 32);
+                }
+                ids.sort_unstable();
+                match TokenSet::from_row(row.clone()) {
+                    TokenSet::Sparse(got) => {
+                        assert!(count < limit, "{count} ids kept as ids");
+                        assert_eq!(got, ids);
+                    }
+                    TokenSet::Dense(got) => {
+                        assert!(count >= limit, "{count} ids kept as a row");
+                        assert_eq!(got, row);
+                    }
+                }
+            }
+        }
     }
 
     /// A JSON string (the JSON Schema lowering's string, escapes and all)

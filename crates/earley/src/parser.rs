@@ -722,14 +722,6 @@ pub(crate) struct Walker {
     set_memo: FxHashMap<(u32, usize), Arc<Chunk>>,
 }
 
-/// A summary's tokens as [`TokenSet::from_row`] keeps them: a set that
-/// allows a few tokens (after a key, a `:` and its spaces) is ORed into a
-/// mask token by token rather than as a whole row.
-fn dense_or_sparse(row: Vec<u32>) -> TokenSet {
-    let count = row.iter().map(|w| w.count_ones() as usize).sum();
-    TokenSet::from_row(row, count)
-}
-
 /// The tokens of `items` as the sorted ids [`TokenSet::from_row`] would
 /// keep, when every lexeme state among them holds a few ids and ends in no
 /// token (keys, literals, the first characters of a value): their union
@@ -879,7 +871,7 @@ impl Walker {
                 budget,
                 Some((&mut frontier, &mut pending)),
             )?;
-            return Ok(Summary::new(dense_or_sparse(allowed), pending));
+            return Ok(Summary::new(TokenSet::from_row(allowed), pending));
         }
         if let Some(ids) = few_ids(cfg, &cur.items, words) {
             return Ok(Summary::new(TokenSet::Sparse(ids), pending));
@@ -919,7 +911,7 @@ impl Walker {
                 )?;
             }
         }
-        Ok(Summary::new(dense_or_sparse(allowed), pending))
+        Ok(Summary::new(TokenSet::from_row(allowed), pending))
     }
 
     /// The summary of the pending subtrees of `groups`: per trie node, the
@@ -974,8 +966,7 @@ impl Walker {
                 Some((&mut frontier, &mut pending)),
             )?;
         }
-        let count = found.iter().map(|w| w.count_ones() as usize).sum();
-        Ok(Summary::new(TokenSet::from_row(found, count), pending))
+        Ok(Summary::new(TokenSet::from_row(found), pending))
     }
 
     /// The mask of a set from its shape's summary: the allowed tokens, then
