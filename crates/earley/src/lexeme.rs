@@ -1444,8 +1444,11 @@ mod tests {
         let limit = words / 8;
         for count in [0, 1, limit - 1, limit, words * 32] {
             for spread in [1, 7919] {
-                let mut ids: Vec<u32> = (0..count as u32)
-                    .map(|i| (words as u32 * 32 - 1 - i * spread) % (words as u32 * 32))
+                // From the last token down, `spread` apart (7,919 is
+                // prime: no id twice).
+                let bits = words * 32;
+                let mut ids: Vec<u32> = (0..count)
+                    .map(|i| (bits - 1 - i * spread % bits) as u32)
                     .collect();
                 let mut row = vec![0u32; words];
                 for &t in &ids {
