@@ -369,8 +369,8 @@ impl Walk {
     #[inline]
     fn add(&mut self, tokens: &[u32]) {
         self.count += tokens.len();
-        // As many as a sparse set holds at most (see `TokenSet::from_row`).
-        if self.inside.is_empty() && self.count * 8 < self.words {
+        // Ids while a sparse set would keep them (`TokenSet::dense_for`).
+        if self.inside.is_empty() && !TokenSet::dense_for(self.count, self.words) {
             self.ids.extend_from_slice(tokens);
             return;
         }
