@@ -305,6 +305,11 @@ pub(crate) struct StateIndex {
 /// of the trie, not child list by child list (see [`Lexeme::build_state`]).
 const WIDE: u32 = 64;
 
+/// The shortest run of a text step walked through a chain's skeleton
+/// ([`Lexeme::chain_skeleton`]): below it, nearly every token is deeper
+/// than the budget, and the skeleton's escapes would be most of the trie.
+const MIN_CHAIN_BUDGET: u32 = 8;
+
 /// What a loop's walk finds below the escapes of its skeleton that are not
 /// the root's children (see [`Lexeme::scan_escapes`]): each such escape's
 /// parent is in the loop, so what its subtree keeps is the same for every
@@ -449,8 +454,15 @@ pub(crate) struct Skeleton {
     /// Nodes reached in the loop whose byte the step does not take (a
     /// quote, a backslash, a control byte; a non-ASCII one when the step
     /// does not take every character), in preorder: the walk goes on below
-    /// each with the state's own transition.
+    /// each with the state's own transition. And, in a skeleton with a
+    /// budget, the nodes that would start a character past it.
     escapes: Vec<u32>,
+    /// The characters on the path above each escape: a walk down a chain
+    /// of states (a string of bounded length) goes on below the escape
+    /// from the chain's state after that many characters.
+    escape_chars: Vec<u32>,
+    /// The most characters above an escape.
+    deepest: u32,
 }
 
 impl Skeleton {
@@ -460,17 +472,31 @@ impl Skeleton {
     /// UTF-8 decoder matters (a byte that breaks UTF-8 is refused, as our
     /// automata, made for UTF-8 text, refuse it). Otherwise a non-ASCII
     /// byte is an escape.
-    fn new(trie: &TokenTrie, step: &TextStep) -> Skeleton {
+    ///
+    /// The walk takes at most `budget` characters of the step (every token
+    /// when it is the trie's depth): a node that would start one more is an
+    /// escape, and a subtree is taken whole only if its deepest path stays
+    /// within the budget. Such a skeleton serves every state from which
+    /// the step repeats at least `budget` times ([`TextRuns::run`]): the
+    /// states of a bounded string's count chain.
+    fn new(trie: &TokenTrie, step: &TextStep, budget: u32) -> Skeleton {
         let mut s = Skeleton::default();
         // The decoder at each depth of the current path; the loop itself
-        // at a character boundary.
+        // at a character boundary. And the characters completed there.
         let mut at = vec![Utf8At::Boundary; trie.max_depth + 1];
+        let mut chars = vec![0u32; trie.max_depth + 1];
         let mut i = 1;
         while i < trie.nodes.len() {
             let n = trie.nodes[i];
             let next = n.next as usize;
             let leaf = next == i + 1;
             let parent = at[n.depth as usize - 1];
+            let done = chars[n.depth as usize - 1];
+            if parent == Utf8At::Boundary && done == budget {
+                s.escape(i as u32, done);
+                i = next;
+                continue;
+            }
             let here = if parent == Utf8At::Boundary && n.byte < 0x80 {
                 let takes = step.ascii[n.byte as usize / 64] >> (n.byte % 64) & 1 == 1;
                 takes.then_some(Utf8At::Boundary)
@@ -488,28 +514,69 @@ impl Skeleton {
             };
             match here {
                 None => {
-                    s.escapes.push(i as u32);
+                    s.escape(i as u32, done);
                     i = next;
                 }
-                Some(Utf8At::Boundary) if !leaf && step.covers(&trie.below[i]) => {
+                Some(Utf8At::Boundary)
+                    if !leaf
+                        && step.covers(&trie.below[i])
+                        && done + 1 + u32::from(trie.below[i].height) <= budget =>
+                {
                     s.kept.push(trie.token_start[i], trie.token_start[next]);
                     i = next;
                 }
                 Some(here) => {
                     s.kept.push(trie.token_start[i], trie.token_start[i + 1]);
                     at[n.depth as usize] = here;
+                    chars[n.depth as usize] = done + u32::from(here == Utf8At::Boundary);
                     i += 1;
                 }
             }
         }
         s
     }
+
+    fn escape(&mut self, node: u32, chars: u32) {
+        self.escapes.push(node);
+        self.escape_chars.push(chars);
+        self.deepest = self.deepest.max(chars);
+    }
 }
 
-/// The skeletons of one grammar's lexemes, by text step (a grammar has one
-/// or two: string bodies with and without escapes).
+/// Skeletons by text step and budget ([`Skeleton::new`]).
 #[derive(Debug, Default)]
-pub(crate) struct Skeletons(Mutex<Vec<(StepKey, Arc<Skeleton>)>>);
+struct SkeletonTable(Mutex<Vec<(SkeletonKey, Arc<Skeleton>)>>);
+
+/// A skeleton's step and budget.
+type SkeletonKey = (StepKey, u32);
+
+impl SkeletonTable {
+    fn get(&self, trie: &TokenTrie, step: &TextStep, budget: u32) -> Arc<Skeleton> {
+        let key = ((step.ascii, step.utf8), budget);
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, s)) = known.iter().find(|(k, _)| *k == key) {
+            return s.clone();
+        }
+        let s = Arc::new(Skeleton::new(trie, step, budget));
+        known.push((key, s.clone()));
+        s
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The skeletons of one grammar's lexemes (a grammar has one or two steps:
+/// string bodies with and without escapes; a budget for each length of
+/// bounded strings walked), those of a JSON string's body being the
+/// vocabulary's.
+#[derive(Debug, Default)]
+pub(crate) struct Skeletons {
+    vocab: Option<VocabSkeleton>,
+    own: SkeletonTable,
+}
 
 /// A text step as far as a skeleton depends on it: its ASCII bytes and
 /// whether it takes every character.
@@ -519,39 +586,44 @@ type StepKey = ([u64; 2], bool);
 /// backslash and the control characters U+0000 to U+001F (RFC 8259).
 const JSON_STRING_BODY: StepKey = ([0xFFFF_FFFB_0000_0000, 0xFFFF_FFFF_EFFF_FFFF], true);
 
-/// The skeleton of a JSON string's body on one vocabulary: what every
-/// string value and key of a JSON grammar walks through. It depends on the
-/// vocabulary alone, so a backend makes it once, with the token trie (a
-/// walk of the whole trie, about 0.7 ms on Llama 3's), and every grammar's
-/// [`Skeletons`] starts with it.
+/// The skeletons of a JSON string's body on one vocabulary: what every
+/// string value and key of a JSON grammar walks through. They depend on the
+/// vocabulary alone, so a backend keeps them, with the token trie: the
+/// free body's (a walk of the whole trie, about 0.7 ms on Llama 3's) made
+/// with it, those of bounded strings' budgets on first use, and every
+/// grammar's [`Skeletons`] asks them first.
 #[derive(Debug, Clone)]
-pub(crate) struct VocabSkeleton(Arc<Skeleton>);
+pub(crate) struct VocabSkeleton(Arc<SkeletonTable>);
 
 impl VocabSkeleton {
     pub(crate) fn json_string_body(trie: &TokenTrie) -> VocabSkeleton {
+        let table = SkeletonTable::default();
         let (ascii, utf8) = JSON_STRING_BODY;
-        VocabSkeleton(Arc::new(Skeleton::new(
+        table.get(
             trie,
             &TextStep { ascii, utf8, to: 0 },
-        )))
+            trie.max_depth as u32,
+        );
+        VocabSkeleton(Arc::new(table))
     }
 }
 
 impl Skeletons {
-    /// A grammar's skeletons, starting with the vocabulary's.
+    /// A grammar's skeletons, asking the vocabulary's first.
     pub(crate) fn starting_with(known: &VocabSkeleton) -> Skeletons {
-        Skeletons(Mutex::new(vec![(JSON_STRING_BODY, known.0.clone())]))
+        Skeletons {
+            vocab: Some(known.clone()),
+            own: SkeletonTable::default(),
+        }
     }
 
-    fn get(&self, trie: &TokenTrie, step: &TextStep) -> Arc<Skeleton> {
-        let key = (step.ascii, step.utf8);
-        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, s)) = known.iter().find(|(k, _)| *k == key) {
-            return s.clone();
+    /// The skeleton of `step` within `budget` characters (the trie's
+    /// depth: no budget).
+    fn get(&self, trie: &TokenTrie, step: &TextStep, budget: u32) -> Arc<Skeleton> {
+        match &self.vocab {
+            Some(v) if (step.ascii, step.utf8) == JSON_STRING_BODY => v.0.get(trie, step, budget),
+            _ => self.own.get(trie, step, budget),
         }
-        let s = Arc::new(Skeleton::new(trie, step));
-        known.push((key, s.clone()));
-        s
     }
 }
 
@@ -762,16 +834,19 @@ impl Lexeme {
                 >= WIDE
             {
                 // A wide loop at the root (a string body) walks through
-                // the grammar's skeleton of it.
-                let skeleton = if node == 0 {
-                    self.loop_skeleton(from)
-                } else {
-                    None
-                };
-                match skeleton {
-                    Some((skeleton, into)) => self.scan_escapes(from, into, &skeleton, &mut walk),
-                    None => self.scan(node, from, depth, &mut walk),
+                // the grammar's skeleton of it, and so does a chain of
+                // states (a string of bounded length).
+                if node == 0 {
+                    if let Some((skeleton, into)) = self.loop_skeleton(from) {
+                        self.scan_escapes(from, into, &skeleton, &mut walk);
+                        continue;
+                    }
+                    if let Some(skeleton) = self.chain_skeleton(from) {
+                        self.scan_chain(from, &skeleton, &mut walk);
+                        continue;
+                    }
                 }
+                self.scan(node, from, depth, &mut walk);
                 continue;
             }
             let (bytes, kids) = trie.kids(node as usize);
@@ -938,8 +1013,66 @@ impl Lexeme {
         let dfa = self.dfa();
         let into = self.runs.step(dfa, state)?.to;
         let step = *self.runs.step(dfa, into)?;
-        (step.to == into && self.runs.run(dfa, into) as usize >= self.trie.max_depth)
-            .then(|| (self.skeletons.get(&self.trie, &step), into))
+        (step.to == into && self.runs.run(dfa, into) as usize >= self.trie.max_depth).then(|| {
+            let full = self.trie.max_depth as u32;
+            (self.skeletons.get(&self.trie, &step, full), into)
+        })
+    }
+
+    /// The [`Skeleton`] that serves `state` as the start of a chain: its
+    /// text step repeats for at least [`MIN_CHAIN_BUDGET`] characters, each
+    /// to a state of its own (the count of a bounded string). The budget is
+    /// the run rounded down to a power of two, or the trie's depth where
+    /// the run covers every token: the skeletons of one step are then few,
+    /// whatever the bounds.
+    fn chain_skeleton(&self, state: u32) -> Option<Arc<Skeleton>> {
+        let dfa = self.dfa();
+        let step = *self.runs.step(dfa, state)?;
+        let (run, full) = (self.runs.run(dfa, state), self.trie.max_depth as u32);
+        let budget = if run >= full {
+            full
+        } else if run >= MIN_CHAIN_BUDGET {
+            1 << run.ilog2()
+        } else {
+            return None;
+        };
+        Some(self.skeletons.get(&self.trie, &step, budget))
+    }
+
+    /// The walk from `state` through a chain's skeleton: every token the
+    /// skeleton keeps, and the subtree of each escape scanned as
+    /// [`Lexeme::scan`] would, from the chain's state after the characters
+    /// above it.
+    fn scan_chain(&self, state: u32, skeleton: &Skeleton, walk: &mut Walk) {
+        let trie = &*self.trie;
+        let dfa = self.dfa();
+        // The chain's states, each the step of the one before: within the
+        // run, as the skeleton's budget is.
+        let mut rows: Vec<&[u32]> = Vec::with_capacity(skeleton.deepest as usize + 1);
+        let mut at = state;
+        rows.push(dfa.row(at));
+        for _ in 0..skeleton.deepest {
+            at = self.runs.step(dfa, at).expect("a step within the run").to;
+            rows.push(dfa.row(at));
+        }
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        let mut kept = Runs::default();
+        let mut refused = Runs::default();
+        for (&e, &chars) in skeleton.escapes.iter().zip(&skeleton.escape_chars) {
+            let e = e as usize;
+            stack[trie.nodes[e].depth as usize - 1] = rows[chars as usize];
+            let end = trie.nodes[e].next as usize;
+            self.scan_range(e, end, &mut stack, &mut kept, &mut refused, walk);
+        }
+        if refused.count + skeleton.refused.count < kept.count + skeleton.kept.count {
+            walk.take_all_but(trie, &[&refused, &skeleton.refused]);
+        } else {
+            for runs in [&skeleton.kept, &kept] {
+                for &(a, b) in &runs.runs {
+                    walk.add(&trie.tokens[a as usize..b as usize]);
+                }
+            }
+        }
     }
 
     /// The walk from `state` through the skeleton of the loop `into`:
@@ -1301,7 +1434,7 @@ mod tests {
 
     /// Every byte, then random tokens of ASCII, quotes, backslashes and
     /// pieces of multi-byte characters (cut anywhere, so some tokens are
-    /// not well-formed UTF-8).
+    /// not well-formed UTF-8), and long ASCII ones.
     fn vocabulary() -> Vocabulary {
         let pieces: [&[u8]; 13] = [
             b"a",
@@ -1328,6 +1461,14 @@ mod tests {
             }
             let cut = rng.below(3);
             t.drain(..cut.min(t.len() - 1));
+            tokens.push(t);
+        }
+        // Long tokens of many characters (words and spaces, a quote or a
+        // backslash here and there): deeper than a bounded string's budget.
+        for _ in 0..500 {
+            let t: Vec<u8> = (0..6 + rng.below(20))
+                .map(|_| b"aby :\"\\"[rng.below(7)])
+                .collect();
             tokens.push(t);
         }
         Vocabulary::from_byte_tokens(tokens)
@@ -1396,10 +1537,16 @@ mod tests {
             r#""[^"\\]*ab[^"\\]*""#,
             r#""[^"\\]*[ab]{3}[^"\\]*""#,
             r#""[^"\\]*(y:|中é)[^"\\]*" *:"#,
+            // Strings of bounded length: chains of states, each count its
+            // own, walked through skeletons with budgets below and at the
+            // trie's depth.
+            r#""(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]){0,40}" *,"#,
+            r#"(?:[^"\\:]|\\["\\]|中){3,12}:"#,
         ];
         let mut taken_whole = 0;
         let mut into_loop = 0;
         let mut loop_walks = 0;
+        let mut chains = [0; 2];
         for regex in regexes {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
             let l = Lexeme::new(
@@ -1427,9 +1574,17 @@ mod tests {
                             .sum::<u32>()
                             >= WIDE
                 }));
+                if l.loop_skeleton(state).is_none() && l.chain_skeleton(state).is_some() {
+                    let budgeted = l.runs.run(l.dfa(), state) < trie.max_depth as u32;
+                    chains[usize::from(budgeted)] += 1;
+                }
             }
             loop_walks += l.loops.lock().unwrap().len();
         }
+        assert!(
+            chains.iter().all(|&n| n >= 3),
+            "chains walked with and without a budget: {chains:?}"
+        );
         assert!(taken_whole >= 3, "the loops this test is about were found");
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
@@ -1503,16 +1658,13 @@ mod tests {
             assert_eq!(rx, ry, "state {state}");
             assert_eq!(x.exits, y.exits, "state {state}");
         }
-        let own = own.0.lock().unwrap();
+        let own = own.own.0.lock().unwrap();
         assert_eq!(own.len(), 1, "the string's body walked through a skeleton");
         assert_eq!(
-            own[0].0, JSON_STRING_BODY,
+            own[0].0,
+            (JSON_STRING_BODY, trie.max_depth as u32),
             "the body's step is the vocabulary's"
         );
-        assert_eq!(
-            seeded.0.lock().unwrap().len(),
-            1,
-            "no skeleton made beside it"
-        );
+        assert_eq!(seeded.own.len(), 0, "no skeleton made beside it");
     }
 }
