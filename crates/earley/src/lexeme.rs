@@ -226,15 +226,22 @@ pub(crate) enum TokenSet {
 
 impl TokenSet {
     /// The set of a row: kept as the row when it holds many tokens, as
-    /// sorted ids when few. One pass, which stops at the word where the
-    /// ids become too many to keep.
+    /// sorted ids when few. One pass, which stops where the ids become too
+    /// many to keep, and skips empty stretches of the row a block of words
+    /// at a time (a row of few tokens is mostly zeros).
     pub(crate) fn from_row(row: Vec<u32>) -> TokenSet {
+        const BLOCK: usize = 16;
         let mut ids = Vec::new();
-        for (w, &word) in row.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                ids.push((w * 32) as u32 + bits.trailing_zeros());
-                bits &= bits - 1;
+        for (b, block) in row.chunks(BLOCK).enumerate() {
+            if block.iter().fold(0, |any, &w| any | w) == 0 {
+                continue;
+            }
+            for (i, &word) in block.iter().enumerate() {
+                let mut bits = word;
+                while bits != 0 {
+                    ids.push(((b * BLOCK + i) * 32) as u32 + bits.trailing_zeros());
+                    bits &= bits - 1;
+                }
             }
             if TokenSet::dense_for(ids.len(), row.len()) {
                 return TokenSet::Dense(row);
