@@ -31,7 +31,7 @@ use regex_syntax::hir::Hir;
 
 use tokensieve_core::GrammarError;
 use tokensieve_grammar::counted::LazyCounted;
-use tokensieve_grammar::dfa::DEAD;
+use tokensieve_grammar::dfa::{ALL_LEADS, DEAD};
 use tokensieve_grammar::grow::Grow;
 use tokensieve_grammar::lazy::{self, LazyDfa};
 use tokensieve_grammar::product::LazyProduct;
@@ -474,11 +474,13 @@ pub(crate) struct Skeleton {
 
 impl Skeleton {
     /// The walk in the loop of `step`. Through a multi-byte character the
-    /// walk's state is the loop's own partway through it when `step.utf8`
-    /// says every well-formed character returns to the loop: only the
-    /// UTF-8 decoder matters (a byte that breaks UTF-8 is refused, as our
+    /// walk's state is the loop's own partway through it when the step
+    /// takes the character's lead byte ([`TextStep::leads`]: every
+    /// well-formed character from it returns to the loop): only the UTF-8
+    /// decoder matters (a byte that breaks UTF-8 is refused, as our
     /// automata, made for UTF-8 text, refuse it). Otherwise a non-ASCII
-    /// byte is an escape.
+    /// byte is an escape (a class that leaves out a few characters, as
+    /// `\S` does, has escapes at their lead bytes only).
     ///
     /// The walk takes at most `budget` characters of the step (every token
     /// when it is the trie's depth): a node that would start one more is an
@@ -507,7 +509,9 @@ impl Skeleton {
             let here = if parent == Utf8At::Boundary && n.byte < 0x80 {
                 let takes = step.ascii[n.byte as usize / 64] >> (n.byte % 64) & 1 == 1;
                 takes.then_some(Utf8At::Boundary)
-            } else if step.utf8 {
+            } else if parent == Utf8At::Boundary && !step.utf8 && !step.takes_lead(n.byte) {
+                None
+            } else if step.leads != 0 {
                 match parent.step(n.byte) {
                     Some(here) => Some(here),
                     None => {
@@ -559,7 +563,7 @@ type SkeletonKey = (StepKey, u32);
 
 impl SkeletonTable {
     fn get(&self, trie: &TokenTrie, step: &TextStep, budget: u32) -> Arc<Skeleton> {
-        let key = ((step.ascii, step.utf8), budget);
+        let key = ((step.ascii, step.leads), budget);
         let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, s)) = known.iter().find(|(k, _)| *k == key) {
             return s.clone();
@@ -586,12 +590,12 @@ pub(crate) struct Skeletons {
 }
 
 /// A text step as far as a skeleton depends on it: its ASCII bytes and
-/// whether it takes every character.
-type StepKey = ([u64; 2], bool);
+/// the lead bytes of the characters it takes.
+type StepKey = ([u64; 2], u64);
 
 /// The step of a JSON string's body: every character but the quote, the
 /// backslash and the control characters U+0000 to U+001F (RFC 8259).
-const JSON_STRING_BODY: StepKey = ([0xFFFF_FFFB_0000_0000, 0xFFFF_FFFF_EFFF_FFFF], true);
+const JSON_STRING_BODY: StepKey = ([0xFFFF_FFFB_0000_0000, 0xFFFF_FFFF_EFFF_FFFF], ALL_LEADS);
 
 /// The skeletons of a JSON string's body on one vocabulary: what every
 /// string value and key of a JSON grammar walks through. They depend on the
@@ -605,12 +609,14 @@ pub(crate) struct VocabSkeleton(Arc<SkeletonTable>);
 impl VocabSkeleton {
     pub(crate) fn json_string_body(trie: &TokenTrie) -> VocabSkeleton {
         let table = SkeletonTable::default();
-        let (ascii, utf8) = JSON_STRING_BODY;
-        table.get(
-            trie,
-            &TextStep { ascii, utf8, to: 0 },
-            trie.max_depth as u32,
-        );
+        let (ascii, leads) = JSON_STRING_BODY;
+        let step = TextStep {
+            ascii,
+            utf8: true,
+            leads,
+            to: 0,
+        };
+        table.get(trie, &step, trie.max_depth as u32);
         VocabSkeleton(Arc::new(table))
     }
 }
@@ -628,7 +634,7 @@ impl Skeletons {
     /// depth: no budget).
     fn get(&self, trie: &TokenTrie, step: &TextStep, budget: u32) -> Arc<Skeleton> {
         match &self.vocab {
-            Some(v) if (step.ascii, step.utf8) == JSON_STRING_BODY => v.0.get(trie, step, budget),
+            Some(v) if (step.ascii, step.leads) == JSON_STRING_BODY => v.0.get(trie, step, budget),
             _ => self.own.get(trie, step, budget),
         }
     }
@@ -1136,7 +1142,7 @@ impl Lexeme {
             let into_loop = if b < 0x80 {
                 step.ascii[b as usize / 64] >> (b % 64) & 1 == 1
             } else {
-                step.utf8
+                step.takes_lead(b)
             };
             if !into_loop {
                 stack[0] = first;
@@ -1443,7 +1449,7 @@ mod tests {
     /// pieces of multi-byte characters (cut anywhere, so some tokens are
     /// not well-formed UTF-8), and long ASCII ones.
     fn vocabulary() -> Vocabulary {
-        let pieces: [&[u8]; 13] = [
+        let pieces: [&[u8]; 16] = [
             b"a",
             b"b",
             b"y",
@@ -1455,6 +1461,11 @@ mod tests {
             "é".as_bytes(),
             "中".as_bytes(),
             "😀".as_bytes(),
+            // A line separator, a no-break space (both `\s`) and a
+            // character with the separator's lead byte.
+            "\u{2028}".as_bytes(),
+            "\u{a0}".as_bytes(),
+            "€".as_bytes(),
             b"\xff",
             // A character cut short: what follows breaks UTF-8.
             b"\xc3",
@@ -1549,6 +1560,11 @@ mod tests {
             // trie's depth.
             r#""(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]){0,40}" *,"#,
             r#"(?:[^"\\:]|\\["\\]|中){3,12}:"#,
+            // Loops that take most characters but not all: their escapes
+            // are at the lead bytes of those they leave out.
+            r#""[^"\\\x00-\x1F\x{2028}\x{2029}]*""#,
+            r#""(?:[^"\\\s]|\\["\\])*"\s*"#,
+            r#""(?:[^"\\\s]{1,3}\s){0,9}[^"\\\s]+""#,
         ];
         let mut taken_whole = 0;
         let mut into_loop = 0;

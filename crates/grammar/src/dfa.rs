@@ -50,24 +50,43 @@ pub struct TextStep {
     pub ascii: [u64; 2],
     /// Whether every well-formed multi-byte character leads to `to`.
     pub utf8: bool,
+    /// Bit `b - 0xC2` set when every well-formed character with lead byte
+    /// `b` leads to `to` (all of them when `utf8`): a class that leaves out
+    /// a few characters (`\S`, ECMAScript's `.`) takes most lead bytes
+    /// whole.
+    pub leads: u64,
     pub to: u32,
 }
 
+/// The first lead byte of a multi-byte UTF-8 character: bit 0 of
+/// [`TextStep::leads`].
+pub const FIRST_LEAD: u8 = 0xC2;
+/// Every lead byte, `0xC2` to `0xF4`.
+pub const ALL_LEADS: u64 = (1 << (0xF4 - FIRST_LEAD + 1)) - 1;
+
 impl TextStep {
     /// Whether every byte on the edges below a trie node is one this step
-    /// takes (and multi-byte characters well-formed, where it takes them).
+    /// takes (and multi-byte characters well-formed, each from a lead byte
+    /// it takes).
     #[inline]
     pub fn covers(&self, below: &crate::trie::Below) -> bool {
         below.ascii[0] & !self.ascii[0] == 0
             && below.ascii[1] & !self.ascii[1] == 0
-            && (!below.non_ascii || (self.utf8 && below.utf8))
+            && (!below.non_ascii || (below.utf8 && below.leads & !self.leads == 0))
     }
 
     /// Whether this step takes every character `other` takes.
     fn includes(&self, other: &TextStep) -> bool {
         other.ascii[0] & !self.ascii[0] == 0
             && other.ascii[1] & !self.ascii[1] == 0
-            && (self.utf8 || !other.utf8)
+            && other.leads & !self.leads == 0
+    }
+
+    /// Whether every well-formed character starting with byte `b` (a lead
+    /// byte) leads to `to`.
+    #[inline]
+    pub fn takes_lead(&self, b: u8) -> bool {
+        (FIRST_LEAD..=0xF4).contains(&b) && self.leads >> (b - FIRST_LEAD) & 1 == 1
     }
 }
 
@@ -241,9 +260,11 @@ pub fn text_step_by_byte<A: Automaton + ?Sized>(dfa: &A, state: u32) -> Option<T
     for (b, _) in targets.iter().enumerate().filter(|&(_, &t)| t == to) {
         ascii[b / 64] |= 1 << (b % 64);
     }
+    let leads = utf8_leads_to(dfa, state, to, as_before);
     Some(TextStep {
         ascii,
-        utf8: utf8_leads_to(dfa, state, to, as_before),
+        utf8: leads == ALL_LEADS,
+        leads,
         to,
     })
 }
@@ -263,22 +284,24 @@ const UTF8_SHAPES: [&[(u8, u8)]; 8] = [
     &[(0xF4, 0xF4), (0x80, 0x8F), CONT, CONT],
 ];
 
-/// Whether every well-formed multi-byte UTF-8 character leads from `state`
-/// to `to` through live, non-accepting states. The states partway through
-/// a character are kept in two small lists; past their room the answer is
-/// no (a walk then reads those bytes one by one: slower, as exact).
+/// The lead bytes of which every well-formed multi-byte UTF-8 character
+/// leads from `state` to `to` through live, non-accepting states
+/// ([`TextStep::leads`]). Lead bytes of one byte class go alike, so one of
+/// each is asked about. The states partway through a character are kept in
+/// two small lists; past their room the answer for that lead is no (a walk
+/// then reads those bytes one by one: slower, as exact).
 fn utf8_leads_to<A: Automaton + ?Sized>(
     dfa: &A,
     state: u32,
     to: u32,
     as_before: impl Fn(u8) -> bool,
-) -> bool {
+) -> u64 {
     const ROOM: usize = 64;
     let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
     // The first byte asked (a state that takes no multi-byte character
     // fails here, before any other work).
     if !alive(dfa.next(state, UTF8_SHAPES[0][0].0)) {
-        return false;
+        return 0;
     }
     // The bytes from 0x80 up that start a class, bit `b - 0x80`: only
     // one byte of each class is asked about.
@@ -298,11 +321,16 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
         })
     };
     let (mut states, mut next) = ([DEAD; ROOM], [DEAD; ROOM]);
-    UTF8_SHAPES.iter().all(|shape| {
-        states[0] = state;
+    // Whether every character from the lead `b` of `shape` gets to `to`.
+    let mut leads_to = |b: u8, shape: &[(u8, u8)]| {
+        let t = dfa.next(state, b);
+        if !alive(t) {
+            return false;
+        }
+        states[0] = t;
         let mut len = 1;
-        for (k, &(lo, hi)) in shape.iter().enumerate() {
-            let last = k + 1 == shape.len();
+        for (k, &(lo, hi)) in shape[1..].iter().enumerate() {
+            let last = k + 2 == shape.len();
             let mut count = 0;
             for &q in &states[..len] {
                 for b in firsts(lo, hi) {
@@ -323,7 +351,21 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
             len = count;
         }
         true
-    })
+    };
+    let mut leads = 0u64;
+    for shape in UTF8_SHAPES {
+        let (lo, hi) = shape[0];
+        let mut classes = firsts(lo, hi).peekable();
+        while let Some(b) = classes.next() {
+            // The class of `b` within the shape's leads: up to the next
+            // class's first byte.
+            let end = classes.peek().map_or(hi, |&c| c - 1);
+            if leads_to(b, shape) {
+                leads |= (ALL_LEADS >> (50 - (end - FIRST_LEAD))) & (ALL_LEADS << (b - FIRST_LEAD));
+            }
+        }
+    }
+    leads
 }
 
 /// A byte DFA over merged byte classes. State `0` is dead; every other state
@@ -1058,27 +1100,49 @@ pub(crate) mod tests {
         for b in (0..0x80u8).filter(|&b| targets[b as usize] == to) {
             ascii[b as usize / 64] |= 1 << (b % 64);
         }
-        let utf8 = UTF8_SHAPES.iter().all(|shape| {
-            let mut states = vec![state];
-            for (k, &(lo, hi)) in shape.iter().enumerate() {
-                let last = k + 1 == shape.len();
-                let mut next = Vec::new();
-                for &q in &states {
-                    for b in (lo..=hi).filter(|&b| b == lo || !as_before(b)) {
-                        let t = dfa.next(q, b);
-                        if (last && t != to) || !alive(t) {
-                            return false;
+        // Each lead byte on its own.
+        let mut leads = 0u64;
+        for shape in UTF8_SHAPES {
+            let (lo, hi) = shape[0];
+            for lead in lo..=hi {
+                let mut states = vec![state];
+                let ok = std::iter::once((lead, lead))
+                    .chain(shape[1..].iter().copied())
+                    .enumerate()
+                    .all(|(k, (lo, hi))| {
+                        let last = k + 1 == shape.len();
+                        let mut next = Vec::new();
+                        for &q in &states {
+                            for b in (lo..=hi).filter(|&b| b == lo || !as_before(b)) {
+                                let t = dfa.next(q, b);
+                                if (last && t != to) || !alive(t) {
+                                    return false;
+                                }
+                                if !next.contains(&t) {
+                                    next.push(t);
+                                }
+                            }
                         }
-                        if !next.contains(&t) {
-                            next.push(t);
-                        }
-                    }
+                        states = next;
+                        true
+                    });
+                if ok {
+                    leads |= 1 << (lead - FIRST_LEAD);
                 }
-                states = next;
             }
-            true
-        });
-        Some(TextStep { ascii, utf8, to })
+        }
+        // A state that takes no character from 0xC2 takes none, as far as
+        // a step says (the fast path asks that byte first).
+        if !alive(dfa.next(state, FIRST_LEAD)) {
+            leads = 0;
+        }
+        let utf8 = leads == ALL_LEADS;
+        Some(TextStep {
+            ascii,
+            utf8,
+            leads,
+            to,
+        })
     }
 
     /// Generous limits for tests.
@@ -1128,14 +1192,20 @@ pub(crate) mod tests {
             "abc|abd|b[cd]*",
             // Every character taken, through a state per range partway.
             r"(?:[\x{80}-\x{3FF}]|[\x{400}-\x{FFFF}]|[\x{10000}-\x{10FFFF}]|a)*!",
+            // All but a few characters: ECMAScript's `.`, and all but the
+            // last of a lead byte's characters.
+            r"[^\n\r\x{2028}\x{2029}]*!",
+            r"[^\x{10FFFF}\x{7FF}]*!",
         ];
         let mut steps = 0;
+        let mut some_leads = 0;
         for pattern in patterns {
             let dfa = ByteDfa::build(pattern, &limits()).unwrap();
             for state in 0..dfa.num_states() as u32 {
                 let step = text_step(&dfa, state);
                 assert_eq!(step, text_step_reference(&dfa, state), "{pattern}, {state}");
                 steps += usize::from(step.is_some_and(|s| s.utf8));
+                some_leads += usize::from(step.is_some_and(|s| s.leads != 0 && !s.utf8));
             }
             let lazy = crate::lazy::LazyDfa::build(pattern, &limits()).unwrap();
             let mut seen = vec![lazy.start()];
@@ -1157,6 +1227,7 @@ pub(crate) mod tests {
             }
         }
         assert!(steps >= 3, "steps that take every character were met");
+        assert!(some_leads >= 3, "steps that take some lead bytes were met");
     }
 
     /// A text step read once per byte class is the step read byte by byte,
@@ -1220,11 +1291,19 @@ pub(crate) mod tests {
         let dfa = ByteDfa::build("x[^é]*y", &limits()).unwrap();
         let step = dfa.text_step(dfa.next(dfa.start(), b'x')).unwrap();
         assert!(!step.utf8);
+        // But every lead byte other than `é`'s.
+        assert_eq!(step.leads, ALL_LEADS & !(1 << (0xC3 - FIRST_LEAD)));
+        assert!(step.takes_lead(0xC2) && !step.takes_lead(0xC3) && !step.takes_lead(0x80));
         let below = |ascii: &[u8], non_ascii: bool, utf8: bool| crate::trie::Below {
             ascii: ascii.iter().fold([0; 2], |mut s, &b| {
                 s[b as usize / 64] |= 1 << (b % 64);
                 s
             }),
+            leads: if non_ascii {
+                1 << (0xC3 - FIRST_LEAD)
+            } else {
+                0
+            },
             non_ascii,
             utf8,
             height: 3,
@@ -1232,6 +1311,13 @@ pub(crate) mod tests {
         assert!(step.covers(&below(b"abc", false, true)));
         assert!(!step.covers(&below(b"aby", false, true)));
         assert!(!step.covers(&below(b"a", true, true)));
+        // Below a node with `中` (lead E4) and no `é`: taken.
+        let cjk = crate::trie::Below {
+            leads: 1 << (0xE4 - FIRST_LEAD),
+            ..below(b"a", true, true)
+        };
+        assert!(step.covers(&cjk));
+        assert!(!step.covers(&crate::trie::Below { utf8: false, ..cjk }));
 
         // A counted run: each character moves one state on, and the run
         // counts how many are left before the closing quote is owed.

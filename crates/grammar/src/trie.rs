@@ -48,8 +48,11 @@ pub struct TokenTrie {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Below {
     /// Bit `b` of `ascii[b / 64]` set when ASCII byte `b` is on an edge
-    /// below the node (two words, not a `u128`: 24 bytes a node, not 32).
+    /// below the node (two words, not a `u128`: 32 bytes a node, not 48).
     pub ascii: [u64; 2],
+    /// Bit `b - 0xC2` set when lead byte `b` (`0xC2` to `0xF4`) is on an
+    /// edge below the node (see [`crate::dfa::TextStep::leads`]).
+    pub leads: u64,
     /// Whether a non-ASCII byte is on an edge below the node.
     pub non_ascii: bool,
     /// Whether every path below the node, read from a UTF-8 character
@@ -298,11 +301,15 @@ fn below(nodes: &[Node], parent: &[usize]) -> Vec<Below> {
         up.ascii[0] |= mine.ascii[0];
         up.ascii[1] |= mine.ascii[1];
         up.non_ascii |= mine.non_ascii;
+        up.leads |= mine.leads;
         up.height = up.height.max(mine.height.saturating_add(1));
         if b < 0x80 {
             up.ascii[b as usize / 64] |= 1 << (b % 64);
         } else {
             up.non_ascii = true;
+            if (crate::dfa::FIRST_LEAD..=0xF4).contains(&b) {
+                up.leads |= 1 << (b - crate::dfa::FIRST_LEAD);
+            }
         }
         for (d, at) in UTF8_STATES.iter().enumerate() {
             let ok = at.step(b).is_some_and(|to| valid[i] & (1 << to as u8) != 0);
@@ -371,6 +378,7 @@ mod tests {
             a.non_ascii && a.utf8,
             "\"ab\" and \"a\u{e9}\" are well-formed"
         );
+        assert_eq!(a.leads, 1 << (0xC3 - crate::dfa::FIRST_LEAD), "é's lead");
         // A character cut short at the end of a token is still a prefix.
         assert!(node(b"b").utf8 && node(b"d").utf8);
         // `E2 28` and a lone continuation byte are not.
@@ -381,6 +389,7 @@ mod tests {
             node(b"ab"),
             Below {
                 ascii: [0; 2],
+                leads: 0,
                 non_ascii: false,
                 utf8: true,
                 height: 0
