@@ -212,6 +212,7 @@ impl Automaton for LexDfa {
     fn known_text_step(&self, state: u32) -> Option<Option<TextStep>> {
         match self {
             LexDfa::Counted(d) => d.known_text_step(state),
+            LexDfa::Product(d) => Automaton::known_text_step(d, state),
             _ => None,
         }
     }
@@ -1611,6 +1612,55 @@ mod tests {
         assert!(taken_whole >= 3, "the loops this test is about were found");
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
+    }
+
+    /// Intersections (a pattern under a length) walk as every node would:
+    /// their text steps are made from their parts' steps.
+    #[test]
+    fn intersections_give_the_rows_of_a_full_walk() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let cases: [&[&str]; 3] = [
+            &[
+                r#""(?:[^"\\\s]+\s+){0,3}[^"\\\s]+""#,
+                r#""[^"\\\x00-\x1F]{0,14}""#,
+            ],
+            &[r#""[^"\\]*a[^"\\]*" *,"#, r#""[^"\\]{2,30}" *,"#],
+            &[r#""[^"\\\x{2028}]*""#, r#""[^"\\]{0,40}""#],
+        ];
+        let mut states = 0;
+        for patterns in cases {
+            let product = LazyProduct::build(patterns, &limits(false)).unwrap();
+            let l = Lexeme::new(
+                Making::Now(LexDfa::Product(product)),
+                trie.clone(),
+                vocab.mask_words(),
+                Arc::default(),
+            );
+            let mut seen = vec![l.dfa().start()];
+            let mut k = 0;
+            while k < seen.len() && k < 60 {
+                let state = seen[k];
+                k += 1;
+                let (inside, exits) = plain_walk(&l, state);
+                let index = l.build_state(state);
+                let mut row = vec![0u32; vocab.mask_words()];
+                index.inside.or_into(&mut row);
+                let got: Vec<u32> = (0..vocab.vocab_size() as u32)
+                    .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
+                    .collect();
+                assert_eq!(got, inside, "{patterns:?}, state {state}");
+                assert_eq!(index.exits, exits, "{patterns:?}, state {state}");
+                states += 1;
+                for b in 0..=255u8 {
+                    let t = l.dfa().next(state, b);
+                    if t != DEAD && !seen.contains(&t) {
+                        seen.push(t);
+                    }
+                }
+            }
+        }
+        assert!(states >= 100, "{states} states walked");
     }
 
     /// A row becomes its sorted ids while they would take less than an

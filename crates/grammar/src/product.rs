@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokensieve_core::GrammarError;
 
-use crate::dfa::{Automaton, DEAD, DfaLimits};
+use crate::dfa::{ALL_LEADS, Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
 use crate::lazy::{LazyDfa, SetTable};
 
@@ -359,6 +359,50 @@ impl LazyProduct {
         id
     }
 
+    /// The text step of `state` ([`crate::dfa::text_step`]) made from its
+    /// parts' steps, without making its row: the bytes every part's step
+    /// takes lead each part to its step's target, so the product to the
+    /// tuple of those, which must be live. A walk asks the step of every
+    /// product state it meets, and a row asks a search of the product from
+    /// every successor (a word-count `pattern` under `maxLength` makes
+    /// thousands of product states a token). `None` (ask each byte) where a
+    /// part has no step, the parts' steps share no ASCII byte, or their
+    /// target is not live; `Some(None)` for a dead or accepting state,
+    /// which has no step.
+    fn parts_step(&self, state: u32) -> Option<Option<TextStep>> {
+        if state == DEAD || self.is_accepting(state) {
+            return Some(None);
+        }
+        let tuple: Vec<u32> = {
+            let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+            b.tuples[state as usize].to_vec()
+        };
+        let (mut ascii, mut leads) = ([u64::MAX; 2], ALL_LEADS);
+        let mut to = Vec::with_capacity(tuple.len());
+        for (&q, p) in tuple.iter().zip(&self.parts) {
+            let step = p.text_step(q)?;
+            ascii = [ascii[0] & step.ascii[0], ascii[1] & step.ascii[1]];
+            leads &= step.leads;
+            to.push(step.to);
+        }
+        if ascii == [0, 0] {
+            return None;
+        }
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let id = self.intern(&mut b, &to);
+        // Every part's target is live and not accepting: so is the
+        // tuple's, once a search finds it can end.
+        if id == DEAD || !self.live(&mut b, id) {
+            return None;
+        }
+        Some(Some(TextStep {
+            ascii,
+            utf8: leads == ALL_LEADS,
+            leads,
+            to: id,
+        }))
+    }
+
     /// Whether an accepting state can be reached from `state`: a
     /// depth-first search of the product that stops at the first
     /// accepting or known live state it meets. Every state met on the way
@@ -480,6 +524,9 @@ impl Automaton for LazyProduct {
     fn row_by_class(&self, state: u32) -> Option<&[u32]> {
         Some(self.row_of(state))
     }
+    fn known_text_step(&self, state: u32) -> Option<Option<TextStep>> {
+        self.parts_step(state)
+    }
 }
 
 #[cfg(test)]
@@ -536,6 +583,81 @@ mod tests {
             }
             assert!(!lazy.exhausted());
         }
+    }
+
+    /// A product's step made from its parts' steps keeps the promise of a
+    /// text step: its ASCII bytes lead to its target, and so does every
+    /// character of its lead bytes, through live states that do not
+    /// accept; where its target is the one the by-byte step picked, it
+    /// takes no byte or lead byte that one does not.
+    #[test]
+    fn steps_from_the_parts_are_text_steps() {
+        let cases: [&[&str]; 4] = [
+            &[r#""(?:\S+\s+){0,3}\S+""#, r#""[^"\\\x00-\x1F]{0,12}""#],
+            &[r#""[^"\\]*a[^"\\]*""#, r#""[^"\\]{2,9}""#],
+            &[r"[^\n\x{2028}]*é[^x]*!", r"[^y]{1,8}!"],
+            &[r"(?:ab|ba){2,3}x?|a{6}", r"[abx]{4,5}|[ab]{6}"],
+        ];
+        // A few characters of each lead byte: its first and last, and
+        // some between.
+        let mut samples: Vec<Vec<char>> = vec![Vec::new(); 0xF4 - 0xC2 + 1];
+        for c in (0x80..=0x10FFFFu32).filter_map(char::from_u32) {
+            let lead = c.to_string().as_bytes()[0];
+            let of = &mut samples[(lead - 0xC2) as usize];
+            if of.len() < 2 || c as u32 % 4099 == 0 {
+                of.push(c);
+            } else {
+                *of.last_mut().unwrap() = c;
+            }
+        }
+        let mut from_parts = 0;
+        for patterns in cases {
+            let p = LazyProduct::build(patterns, &limits()).unwrap();
+            let mut seen = vec![p.start()];
+            let mut k = 0;
+            while k < seen.len() && seen.len() < 200 {
+                let state = seen[k];
+                k += 1;
+                let by_byte = crate::dfa::text_step_by_byte(&p, state);
+                match p.parts_step(state) {
+                    Some(None) => assert_eq!(by_byte, None, "{patterns:?}, {state}"),
+                    None => {}
+                    Some(Some(step)) => {
+                        from_parts += 1;
+                        let by_byte = by_byte.expect("a step by byte too");
+                        assert!(!p.is_accepting(step.to));
+                        for b in (0..0x80u8)
+                            .filter(|&b| step.ascii[b as usize / 64] >> (b % 64) & 1 == 1)
+                        {
+                            assert_eq!(p.next(state, b), step.to, "{patterns:?}, {state}, {b}");
+                        }
+                        for lead in (0xC2..=0xF4u8).filter(|&b| step.takes_lead(b)) {
+                            for c in &samples[(lead - 0xC2) as usize] {
+                                let mut at = state;
+                                let bytes = c.to_string();
+                                for &b in bytes.as_bytes() {
+                                    assert!(at != DEAD && !p.is_accepting(at), "{c:?}");
+                                    at = p.next(at, b);
+                                }
+                                assert_eq!(at, step.to, "{patterns:?}, {state}, {c:?}");
+                            }
+                        }
+                        if by_byte.to == step.to {
+                            assert_eq!(step.ascii[0] & !by_byte.ascii[0], 0);
+                            assert_eq!(step.ascii[1] & !by_byte.ascii[1], 0);
+                            assert_eq!(step.leads & !by_byte.leads, 0, "{patterns:?}, {state}");
+                        }
+                    }
+                }
+                for b in 0..=255u8 {
+                    let t = p.next(state, b);
+                    if t != DEAD && !seen.contains(&t) {
+                        seen.push(t);
+                    }
+                }
+            }
+        }
+        assert!(from_parts >= 20, "steps made from the parts: {from_parts}");
     }
 
     #[test]
