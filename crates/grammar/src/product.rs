@@ -604,7 +604,7 @@ mod tests {
         for c in (0x80..=0x10FFFFu32).filter_map(char::from_u32) {
             let lead = c.to_string().as_bytes()[0];
             let of = &mut samples[(lead - 0xC2) as usize];
-            if of.len() < 2 || c as u32 % 4099 == 0 {
+            if of.len() < 2 || (c as u32).is_multiple_of(4099) {
                 of.push(c);
             } else {
                 *of.last_mut().unwrap() = c;
