@@ -298,9 +298,10 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
 ) -> u64 {
     const ROOM: usize = 64;
     let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
-    // The first byte asked (a state that takes no multi-byte character
-    // fails here, before any other work).
-    if !alive(dfa.next(state, UTF8_SHAPES[0][0].0)) {
+    // The first byte asked: a state that takes no multi-byte character
+    // fails here, before any other work (and one that takes some, but not
+    // from 0xC2, is said to take none: slower walks, as exact).
+    if !alive(dfa.next(state, FIRST_LEAD)) {
         return 0;
     }
     // The bytes from 0x80 up that start a class, bit `b - 0x80`: only
@@ -361,11 +362,16 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
             // class's first byte.
             let end = classes.peek().map_or(hi, |&c| c - 1);
             if leads_to(b, shape) {
-                leads |= (ALL_LEADS >> (50 - (end - FIRST_LEAD))) & (ALL_LEADS << (b - FIRST_LEAD));
+                leads |= lead_range(b, end);
             }
         }
     }
     leads
+}
+
+/// The bits of [`TextStep::leads`] of the lead bytes `lo..=hi`.
+fn lead_range(lo: u8, hi: u8) -> u64 {
+    (ALL_LEADS >> (0xF4 - hi)) & (ALL_LEADS << (lo - FIRST_LEAD))
 }
 
 /// A byte DFA over merged byte classes. State `0` is dead; every other state
