@@ -1529,6 +1529,19 @@ mod tests {
         (inside, exits)
     }
 
+    /// The index of `state` holds the tokens and exits of the full walk.
+    fn assert_walks_as_a_full_walk(l: &Lexeme, state: u32, what: &str) {
+        let (inside, exits) = plain_walk(l, state);
+        let index = l.build_state(state);
+        let mut row = vec![0u32; l.words];
+        index.inside.or_into(&mut row);
+        let got: Vec<u32> = (0..(l.words * 32) as u32)
+            .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
+            .collect();
+        assert_eq!(got, inside, "{what}, state {state}");
+        assert_eq!(index.exits, exits, "{what}, state {state}");
+    }
+
     #[test]
     fn subtrees_taken_whole_give_the_rows_of_a_full_walk() {
         let vocab = vocabulary();
@@ -1580,15 +1593,7 @@ mod tests {
                 Arc::default(),
             );
             for state in 1..l.dfa().num_states() as u32 {
-                let (inside, exits) = plain_walk(&l, state);
-                let index = l.build_state(state);
-                let mut row = vec![0u32; vocab.mask_words()];
-                index.inside.or_into(&mut row);
-                let got: Vec<u32> = (0..vocab.vocab_size() as u32)
-                    .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
-                    .collect();
-                assert_eq!(got, inside, "{regex}, state {state}");
-                assert_eq!(index.exits, exits, "{regex}, state {state}");
+                assert_walks_as_a_full_walk(&l, state, regex);
                 taken_whole += usize::from(l.runs.run(l.dfa(), state) > 1);
                 into_loop += usize::from(l.loop_skeleton(state).is_some_and(|(_, into)| {
                     into != state
@@ -1642,15 +1647,7 @@ mod tests {
             while k < seen.len() && k < 60 {
                 let state = seen[k];
                 k += 1;
-                let (inside, exits) = plain_walk(&l, state);
-                let index = l.build_state(state);
-                let mut row = vec![0u32; vocab.mask_words()];
-                index.inside.or_into(&mut row);
-                let got: Vec<u32> = (0..vocab.vocab_size() as u32)
-                    .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
-                    .collect();
-                assert_eq!(got, inside, "{patterns:?}, state {state}");
-                assert_eq!(index.exits, exits, "{patterns:?}, state {state}");
+                assert_walks_as_a_full_walk(&l, state, &format!("{patterns:?}"));
                 states += 1;
                 for b in 0..=255u8 {
                     let t = l.dfa().next(state, b);
