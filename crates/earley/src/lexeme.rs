@@ -379,6 +379,22 @@ impl Walk {
         }
     }
 
+    /// The tokens of a walk from the root that keeps the runs `kept` and
+    /// refuses the runs `refused` (between them, every token): from every
+    /// token, clearing the refused ones, when those are fewer.
+    fn take_from_root(&mut self, trie: &TokenTrie, kept: [&Runs; 2], refused: [&Runs; 2]) {
+        let count = |runs: [&Runs; 2]| runs[0].count + runs[1].count;
+        if count(refused) < count(kept) {
+            self.take_all_but(trie, &refused);
+        } else {
+            for runs in kept {
+                for &(a, b) in &runs.runs {
+                    self.add(&trie.tokens[a as usize..b as usize]);
+                }
+            }
+        }
+    }
+
     #[inline]
     fn add(&mut self, tokens: &[u32]) {
         self.count += tokens.len();
@@ -1078,15 +1094,7 @@ impl Lexeme {
             let end = trie.nodes[e].next as usize;
             self.scan_range(e, end, &mut stack, &mut kept, &mut refused, walk);
         }
-        if refused.count + skeleton.refused.count < kept.count + skeleton.kept.count {
-            walk.take_all_but(trie, &[&refused, &skeleton.refused]);
-        } else {
-            for runs in [&skeleton.kept, &kept] {
-                for &(a, b) in &runs.runs {
-                    walk.add(&trie.tokens[a as usize..b as usize]);
-                }
-            }
-        }
+        walk.take_from_root(trie, [&skeleton.kept, &kept], [&skeleton.refused, &refused]);
     }
 
     /// The walk from `state` through the skeleton of the loop `into`:
@@ -1125,15 +1133,7 @@ impl Lexeme {
                 refused.push(a, b);
             }
             walk.exits.extend_from_slice(&looped.exits);
-            if refused.count + skeleton.refused.count < kept.count + skeleton.kept.count {
-                walk.take_all_but(trie, &[&refused, &skeleton.refused]);
-            } else {
-                for runs in [&skeleton.kept, &kept] {
-                    for &(a, b) in &runs.runs {
-                        walk.add(&trie.tokens[a as usize..b as usize]);
-                    }
-                }
-            }
+            walk.take_from_root(trie, [&skeleton.kept, &kept], [&skeleton.refused, &refused]);
             return;
         }
         let step = *self.runs.step(dfa, state).expect("a step into the loop");
