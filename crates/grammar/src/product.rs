@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokensieve_core::GrammarError;
 
-use crate::dfa::{ALL_LEADS, Automaton, DEAD, DfaLimits, TextStep};
+use crate::dfa::{ALL_LEADS, Automaton, DEAD, DfaLimits, TextRuns, TextStep};
 use crate::grow::Grow;
 use crate::lazy::{LazyDfa, SetTable};
 
@@ -72,6 +72,9 @@ struct Builder {
 #[derive(Debug)]
 pub struct LazyProduct {
     parts: Vec<LazyDfa>,
+    /// The text steps of each part's states, kept: many product states
+    /// share a part's state ([`LazyProduct::parts_step`]).
+    part_steps: Vec<TextRuns>,
     /// Byte classes of the product: bytes that every part puts in one
     /// class together.
     classes: [u8; 256],
@@ -124,6 +127,7 @@ impl LazyProduct {
         }
         let start: Box<[u32]> = parts.iter().map(LazyDfa::start).collect();
         let product = LazyProduct {
+            part_steps: parts.iter().map(|_| TextRuns::new(0)).collect(),
             parts,
             classes,
             reps,
@@ -379,8 +383,8 @@ impl LazyProduct {
         };
         let (mut ascii, mut leads) = ([u64::MAX; 2], ALL_LEADS);
         let mut to = Vec::with_capacity(tuple.len());
-        for (&q, p) in tuple.iter().zip(&self.parts) {
-            let step = p.text_step(q)?;
+        for ((&q, p), steps) in tuple.iter().zip(&self.parts).zip(&self.part_steps) {
+            let step = steps.step(p, q)?;
             ascii = [ascii[0] & step.ascii[0], ascii[1] & step.ascii[1]];
             leads &= step.leads;
             to.push(step.to);
