@@ -48,7 +48,7 @@ pub struct TokenTrie {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Below {
     /// Bit `b` of `ascii[b / 64]` set when ASCII byte `b` is on an edge
-    /// below the node (two words, not a `u128`: 32 bytes a node, not 48).
+    /// below the node.
     pub ascii: [u64; 2],
     /// Bit `b - 0xC2` set when lead byte `b` (`0xC2` to `0xF4`) is on an
     /// edge below the node (see [`crate::dfa::TextStep::leads`]).
