@@ -13,7 +13,9 @@
 //! first finds its summaries made: the steady state). The time of each
 //! token is its mask and its step (`accept_token`), as `tokensieve bench`
 //! times it; the step's own median is printed too. `TOP=K` prints the K
-//! slowest tokens (default 40).
+//! slowest tokens (default 40). `HASHES=FILE` writes a hash of every
+//! mask of the first walk to `FILE`, one per line: two builds compared
+//! mask for mask (`cmp`) on real schemas and texts.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -60,6 +62,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut times: Vec<(Vec<u128>, String, String)> = Vec::new();
     let mut steps: Vec<u128> = Vec::new();
     let mut grammar: Option<std::sync::Arc<tokensieve_earley::EarleyGrammar>> = None;
+    let mut hashes = match std::env::var("HASHES") {
+        Ok(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),
+        Err(_) => None,
+    };
     for rep in 0..reps * walks {
         if rep % walks == 0 {
             let t = Instant::now();
@@ -77,6 +83,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let t = Instant::now();
                 m.fill_bitmask(&mut row);
                 let mask = t.elapsed();
+                if let Some(out) = hashes.as_mut().filter(|_| rep == 0) {
+                    use std::hash::{Hash, Hasher};
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    row.hash(&mut h);
+                    std::io::Write::write_all(out, format!("{:016x}\n", h.finish()).as_bytes())?;
+                }
                 let rejected = m.accept_token(id).is_err();
                 let ns = t.elapsed().as_nanos();
                 steps.push((t.elapsed() - mask).as_nanos());

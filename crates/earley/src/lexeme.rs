@@ -430,8 +430,8 @@ impl Walk {
 
 /// Ranges of `TokenTrie::tokens` met in preorder, adjacent ones joined.
 #[derive(Debug, Default)]
-struct Runs {
-    runs: Vec<(u32, u32)>,
+pub(crate) struct Runs {
+    pub(crate) runs: Vec<(u32, u32)>,
     count: usize,
 }
 
@@ -844,60 +844,27 @@ impl Lexeme {
     /// walked.
     fn build_state(&self, state: u32) -> StateIndex {
         let trie = &*self.trie;
-        let dfa = self.dfa();
         // A list of ids while few, a row once many: a wide state (a string
         // body) holds most of the vocabulary, and sorting its ids would
         // cost more than the walk.
         let mut walk = Walk::new(self.words);
-        // Depth first through each node's list of children: a state that
-        // kills most bytes reads one short list per live node, not every
-        // child's node (the root alone has a child for nearly every byte).
-        // A state that takes most bytes scans its subtree in preorder
-        // instead, one forward pass over the nodes.
-        let mut pending = vec![(0u32, state, 0u32)];
-        while let Some((node, from, depth)) = pending.pop() {
-            if self
-                .first_bytes(from)
-                .iter()
-                .map(|w| w.count_ones())
-                .sum::<u32>()
-                >= WIDE
-            {
-                // A wide loop at the root (a string body) walks through
-                // the grammar's skeleton of it, and so does a chain of
-                // states (a string of bounded length).
-                if node == 0 {
-                    if let Some((skeleton, into)) = self.loop_skeleton(from) {
-                        self.scan_escapes(from, into, &skeleton, &mut walk);
-                        continue;
-                    }
-                    if let Some(skeleton) = self.chain_skeleton(from) {
-                        self.scan_chain(from, &skeleton, &mut walk);
-                        continue;
-                    }
-                }
-                self.scan(node, from, depth, &mut walk);
-                continue;
+        // A wide loop at the root (a string body) walks through the
+        // grammar's skeleton of it, and so does a chain of states (a
+        // string of bounded length); another wide state scans the whole
+        // trie in one pass.
+        if self.is_wide(state) {
+            if let Some((skeleton, into)) = self.loop_skeleton(state) {
+                self.scan_escapes(state, into, &skeleton, &mut walk);
+            } else if let Some(skeleton) = self.chain_skeleton(state) {
+                self.scan_chain(state, &skeleton, &mut walk);
+            } else {
+                self.scan(0, state, 0, &mut walk);
             }
-            let (bytes, kids) = trie.kids(node as usize);
-            for (&b, &kid) in bytes.iter().zip(kids) {
-                let next = dfa.next(from, b);
-                if next == DEAD {
-                    continue;
-                }
-                let k = kid as usize;
-                let leaf = trie.kid_start[k] == trie.kid_start[k + 1];
-                if !leaf && self.runs.takes_subtree(dfa, next, &trie.below[k]) {
-                    walk.add(trie.subtree_tokens(k));
-                    continue;
-                }
-                walk.add(trie.node_tokens(k));
-                if !leaf {
-                    if dfa.is_accepting(next) {
-                        walk.exits.push((kid, depth + 1));
-                    }
-                    pending.push((kid, next, depth + 1));
-                }
+        } else {
+            let mut kept = Runs::default();
+            self.walk_below(0, state, 0, &mut kept, &mut walk.exits);
+            for &(a, b) in &kept.runs {
+                walk.add(&trie.tokens[a as usize..b as usize]);
             }
         }
         let mut exits = std::mem::take(&mut walk.exits);
@@ -910,6 +877,80 @@ impl Lexeme {
             inside: walk.into_set(),
             exits,
             exit_span,
+        }
+    }
+
+    /// Whether `state` takes at least [`WIDE`] bytes: its walks scan the
+    /// trie in preorder rather than child list by child list.
+    fn is_wide(&self, state: u32) -> bool {
+        self.first_bytes(state)
+            .iter()
+            .map(|w| w.count_ones())
+            .sum::<u32>()
+            >= WIDE
+    }
+
+    /// The walk of the trie below `node` (at `depth`, its bytes having led
+    /// the DFA to `state`): the tokens that stay inside the lexeme, as runs
+    /// of `TokenTrie::tokens` (not in preorder), and the exits, nodes
+    /// below `node` where the lexeme may end and the tokens go on.
+    ///
+    /// Depth first through each node's list of children, skipping a
+    /// subtree at the first byte the DFA refuses and taking it whole where
+    /// the state's text step covers everything below it: a state that
+    /// kills most bytes reads one short list per live node, not every
+    /// child's node (the root alone has a child for nearly every byte). A
+    /// wide state scans its subtree in preorder instead, one forward pass
+    /// over the nodes ([`Lexeme::scan_range`]).
+    pub(crate) fn walk_below(
+        &self,
+        node: u32,
+        state: u32,
+        depth: u32,
+        kept: &mut Runs,
+        exits: &mut Vec<(u32, u32)>,
+    ) {
+        let trie = &*self.trie;
+        let dfa = self.dfa();
+        let mut pending = vec![(node, state, depth)];
+        let mut refused = Runs::default();
+        while let Some((node, from, depth)) = pending.pop() {
+            if self.is_wide(from) {
+                let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+                stack[depth as usize] = dfa.row(from);
+                let end = trie.nodes[node as usize].next as usize;
+                refused.runs.clear();
+                self.scan_range(
+                    node as usize + 1,
+                    end,
+                    &mut stack,
+                    kept,
+                    &mut refused,
+                    exits,
+                );
+                continue;
+            }
+            let (bytes, kids) = trie.kids(node as usize);
+            for (&b, &kid) in bytes.iter().zip(kids) {
+                let next = dfa.next(from, b);
+                if next == DEAD {
+                    continue;
+                }
+                let k = kid as usize;
+                let end = trie.nodes[k].next as usize;
+                let leaf = end == k + 1;
+                if !leaf && self.runs.takes_subtree(dfa, next, &trie.below[k]) {
+                    kept.push(trie.token_start[k], trie.token_start[end]);
+                    continue;
+                }
+                kept.push(trie.token_start[k], trie.token_start[k + 1]);
+                if !leaf {
+                    if dfa.is_accepting(next) {
+                        exits.push((kid, depth + 1));
+                    }
+                    pending.push((kid, next, depth + 1));
+                }
+            }
         }
     }
 
@@ -936,7 +977,7 @@ impl Lexeme {
             &mut stack,
             &mut kept,
             &mut refused,
-            walk,
+            &mut walk.exits,
         );
         if node == 0 && refused.count < kept.count {
             debug_assert!(walk.count == 0, "the root's pass is the whole walk");
@@ -950,7 +991,7 @@ impl Lexeme {
 
     /// The scan's pass over the nodes `first..end` (one subtree, or one
     /// node and its subtree), `stack` holding the transitions of the state
-    /// above `first`: token runs kept and refused, exits into `walk`.
+    /// above `first`: token runs kept and refused, and the exits.
     fn scan_range<'s>(
         &'s self,
         first: usize,
@@ -958,7 +999,7 @@ impl Lexeme {
         stack: &mut [&'s [u32]],
         kept: &mut Runs,
         refused: &mut Runs,
-        walk: &mut Walk,
+        exits: &mut Vec<(u32, u32)>,
     ) {
         let trie = &*self.trie;
         let dfa = self.dfa();
@@ -1025,7 +1066,7 @@ impl Lexeme {
             stack[d] = dfa.row(next);
             kept.push(trie.token_start[i], trie.token_start[i + 1]);
             if dfa.is_accepting(next) && n.next as usize > i + 1 {
-                walk.exits.push((i as u32, n.depth));
+                exits.push((i as u32, n.depth));
             }
             i += 1;
         }
@@ -1092,7 +1133,7 @@ impl Lexeme {
             let e = e as usize;
             stack[trie.nodes[e].depth as usize - 1] = rows[chars as usize];
             let end = trie.nodes[e].next as usize;
-            self.scan_range(e, end, &mut stack, &mut kept, &mut refused, walk);
+            self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
         }
         walk.take_from_root(trie, [&skeleton.kept, &kept], [&skeleton.refused, &refused]);
     }
@@ -1147,7 +1188,7 @@ impl Lexeme {
             };
             if !into_loop {
                 stack[0] = first;
-                self.scan_range(c, end, &mut stack, &mut kept, &mut refused, walk);
+                self.scan_range(c, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
                 continue;
             }
             let tokens = (trie.token_start[c], trie.token_start[end]);
@@ -1241,7 +1282,8 @@ impl Lexeme {
             let e = e as usize;
             let depth = trie.nodes[e].depth as usize;
             stack[depth - 1] = if depth == 1 { rows.0 } else { rows.1 };
-            self.scan_range(e, trie.nodes[e].next as usize, stack, kept, refused, walk);
+            let end = trie.nodes[e].next as usize;
+            self.scan_range(e, end, stack, kept, refused, &mut walk.exits);
         }
     }
 

@@ -25,7 +25,7 @@ use tokensieve_core::StepError;
 use tokensieve_grammar::TokenTrie;
 use tokensieve_grammar::dfa::DEAD;
 
-use crate::lexeme::{Lexeme, StateIndex, TokenSet};
+use crate::lexeme::{Lexeme, Runs, StateIndex, TokenSet};
 
 /// The multiply-rotate hash of rustc (FxHash): item keys are a few
 /// integers, hashed on every step of a walk, where SipHash's resistance to
@@ -1108,12 +1108,6 @@ impl Walker {
     /// 0, marking the tokens at every node whose set is not empty. With a
     /// frontier (while summarizing), completions into older sets are left
     /// pending at the node where they happen.
-    ///
-    /// A level holds the items scanned into it; where their lexemes may
-    /// end, the closure (a [`Chunk`]) is shared, not copied, and a child's
-    /// byte is scanned against a chunk only if some item of it takes the
-    /// byte: after an identifier, the letters that continue it never touch
-    /// the parser.
     #[allow(clippy::too_many_arguments)]
     fn walk_subtree(
         &mut self,
@@ -1123,10 +1117,35 @@ impl Walker {
         base_depth: u32,
         row: &mut [u32],
         budget: &mut Budget,
-        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+        summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
     ) -> Result<(), StepError> {
         let end = trie.nodes[node as usize].next as usize;
-        let mut j = node as usize + 1;
+        let nodes = (node as usize + 1, end);
+        self.walk_nodes(cfg, trie, nodes, base_depth, row, budget, summarizing)
+    }
+
+    /// [`Walker::walk_subtree`] over the trie nodes `first..end` (a run of
+    /// whole subtrees), the levels above them set.
+    ///
+    /// A level holds the items scanned into it; where their lexemes may
+    /// end, the closure (a [`Chunk`]) is shared, not copied, and a child's
+    /// byte is scanned against a chunk only if some item of it takes the
+    /// byte: after an identifier, the letters that continue it never touch
+    /// the parser. Where a node's level holds one lexeme item alone (inside
+    /// a string, a number, a key), its subtree is the lexeme's walk (see
+    /// [`Walker::walk_lexeme_below`]).
+    #[allow(clippy::too_many_arguments)]
+    fn walk_nodes(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        (first, end): (usize, usize),
+        base_depth: u32,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        let mut j = first;
         let mut scanned = Vec::new();
         while j < end {
             let n = trie.nodes[j];
@@ -1185,7 +1204,88 @@ impl Walker {
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
             }
+            let own = &self.levels[d].own;
+            if n.next as usize > j + 1
+                && own.len() == 1
+                && matches!(cfg.syms[own[0].pos as usize], Sym::Lex(_))
+            {
+                let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                self.walk_lexeme_below(cfg, trie, j, base_depth, row, budget, reborrowed)?;
+                j = n.next as usize;
+                continue;
+            }
             j += 1;
+        }
+        Ok(())
+    }
+
+    /// The subtree of node `j`, whose level holds one lexeme item alone:
+    /// the tokens that stay in the lexeme from the lexeme's own walk
+    /// ([`Lexeme::walk_below`]: a DFA step per node, whole subtrees taken
+    /// by the text step, no parser), and the parser's walk only past the
+    /// nodes where the lexeme may end: below `j` from the level's chunks,
+    /// below each exit from the chunk of the item there. The closure after
+    /// a lexeme depends on the item's position and origin alone, which
+    /// sits above `j`, so the levels between `j` and an exit are not read.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_lexeme_below(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        j: usize,
+        base_depth: u32,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        let n = trie.nodes[j];
+        let d = (n.depth - base_depth) as usize;
+        let item = self.levels[d].own.pop().expect("one item");
+        let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+            unreachable!("a lexeme item");
+        };
+        let mut kept = Runs::default();
+        let mut exits = Vec::new();
+        cfg.lexemes[l as usize].walk_below(j as u32, item.lex, n.depth, &mut kept, &mut exits);
+        budget.spend(kept.runs.len() + exits.len())?;
+        for &(a, b) in &kept.runs {
+            for &t in &trie.tokens[a as usize..b as usize] {
+                row[t as usize / 32] |= 1 << (t % 32);
+            }
+        }
+        let below = |e: usize| (e + 1, trie.nodes[e].next as usize);
+        if !self.levels[d].chunks.is_empty() {
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            self.walk_nodes(cfg, trie, below(j), base_depth, row, budget, reborrowed)?;
+        }
+        for (e, depth) in exits {
+            let k = (depth - base_depth) as usize;
+            if self.levels.len() <= k {
+                self.levels.resize_with(k + 1, Level::default);
+            }
+            let chunk = match &mut summarizing {
+                Some((frontier, pending)) => {
+                    let chunk = self.chunk(cfg, &item, k, budget, Some(frontier))?;
+                    for &(marker, rule) in &chunk.reached {
+                        pending.push((marker, rule, e, depth));
+                    }
+                    chunk
+                }
+                None => self.chunk(cfg, &item, k, budget, None)?,
+            };
+            let level = &mut self.levels[k];
+            level.reset();
+            level.chunks.push(chunk);
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            self.walk_nodes(
+                cfg,
+                trie,
+                below(e as usize),
+                base_depth,
+                row,
+                budget,
+                reborrowed,
+            )?;
         }
         Ok(())
     }

@@ -71,6 +71,19 @@ s ::= s s | "a" | "" | "b" s "b"
 "#
             .into(),
         ),
+        // Tokens that end a string and start the next one, or end a key
+        // and hold its value: a lexeme item alone at a node, ending
+        // deeper in the token (its exits), the parser going on from there.
+        (
+            "strings",
+            r#"
+root ::= "[" ( str ("," str)* )? "]" | "{" ( key num ("," key num)* )? "}"
+str  ::= "\"" [a-z]* "\""
+key  ::= "\"" [a-z0-9]+ "\":"
+num  ::= [0-9]+ | "[" num "]"
+"#
+            .into(),
+        ),
         // Sets of a few lexeme items and of more than a mask summarizes
         // item by item (one walk from the trie root then).
         ("many_keys_12", many_keys(12)),
@@ -105,7 +118,8 @@ fn small_vocab() -> Arc<Vocabulary> {
         "ab", "ba", "a(", "()", ")a", "((", "))", "é", "(é", "é)", "bc", "ca)", "\":", "\": ",
         "{\"", "\"}", "[]", "{}", "12", "1.5", "e-", ", ", "SELECT", " FROM ", "_id", " = ", "'x'",
         "aa", "aaa", "bb", "<a", ">,", "- ", "\n", "  ", "true", "nul", "\\u", ",\"", "\"k", "k1",
-        ":1",
+        ":1", "a\",\"b", "ab\",", "\",\"\"", "b\"]", "aa\",\"", "k1\":1,", "a1\":[", "12,\"",
+        "\"a\":1}",
     ] {
         tokens.push((t.as_bytes().to_vec(), false));
     }
