@@ -1006,7 +1006,7 @@ impl Lexeme {
         let classes = dfa.classes();
         // The step of the state last asked about: a string body asks about
         // the same state at nearly every node.
-        let mut step_of = (DEAD, None::<TextStep>, None::<u32>);
+        let mut step_of = (DEAD, None::<TextStep>);
         // Subtrees whose bytes a step covers for fewer characters than
         // they go deep (a string of bounded length): `(end, top)`, every
         // node before `end` no deeper than `top` keeps its tokens without
@@ -1037,12 +1037,13 @@ impl Lexeme {
                 continue;
             }
             if step_of.0 != next {
-                step_of = (next, self.runs.step(dfa, next).copied(), None);
+                step_of = (next, self.runs.step(dfa, next).copied());
             }
             let below = &trie.below[i];
             if step_of.1.is_some_and(|s| s.covers(below)) {
-                let run = *step_of.2.get_or_insert_with(|| self.runs.run(dfa, next));
-                if run >= u32::from(below.height) {
+                let height = u32::from(below.height);
+                let run = self.runs.run_within(dfa, next, height);
+                if run >= height {
                     kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
                     i = n.next as usize;
                     continue;

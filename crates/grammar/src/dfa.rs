@@ -152,27 +152,48 @@ impl TextRuns {
     /// landing where the next one is taken by a step at least as wide (up to
     /// the cap; a loop repeats forever).
     pub fn run<A: Automaton + ?Sized>(&self, dfa: &A, state: u32) -> u32 {
-        *self.runs.get_or_init(state, || {
-            let Some(first) = self.step(dfa, state) else {
-                return 0;
-            };
-            let (mut run, mut at) = (1, *first);
-            while run < self.cap {
-                match self.step(dfa, at.to) {
-                    Some(next) if next.includes(first) => {
-                        if next.to == at.to {
-                            // A loop that takes what the first step takes.
-                            run = self.cap;
-                        } else {
-                            run += 1;
-                            at = *next;
-                        }
-                    }
-                    _ => break,
-                }
+        self.run_within(dfa, state, self.cap)
+    }
+
+    /// [`TextRuns::run`], counted no further than `limit`: the run when it
+    /// is shorter, else at least `limit`. A walk asks how far a step
+    /// repeats below a trie node only as deep as the node's subtree goes;
+    /// counting on to the cap would make states no walk reaches (a string
+    /// of bounded length inside a big lexeme: a DFA state per character,
+    /// each made from the lexeme's NFA, a hundred and more of them).
+    pub fn run_within<A: Automaton + ?Sized>(&self, dfa: &A, state: u32, limit: u32) -> u32 {
+        if let Some(&known) = self.runs.get(state) {
+            return known;
+        }
+        let Some(first) = self.step(dfa, state) else {
+            return *self.runs.get_or_init(state, || 0);
+        };
+        let limit = limit.min(self.cap);
+        let (mut run, mut at) = (1, *first);
+        let exact = loop {
+            if run >= limit {
+                break run >= self.cap;
             }
+            match self.step(dfa, at.to) {
+                Some(next) if next.includes(first) => {
+                    if next.to == at.to {
+                        // A loop that takes what the first step takes.
+                        run = self.cap;
+                        break true;
+                    }
+                    run += 1;
+                    at = *next;
+                }
+                _ => break true,
+            }
+        };
+        // Only a run counted to its end is kept: one cut at `limit` may go
+        // on.
+        if exact {
+            *self.runs.get_or_init(state, || run)
+        } else {
             run
-        })
+        }
     }
 
     /// Whether a walk in `state` at a trie node with `below` beneath it can
@@ -184,8 +205,9 @@ impl TextRuns {
         state: u32,
         below: &crate::trie::Below,
     ) -> bool {
+        let height = u32::from(below.height);
         self.step(dfa, state).is_some_and(|s| s.covers(below))
-            && self.run(dfa, state) >= u32::from(below.height)
+            && self.run_within(dfa, state, height) >= height
     }
 }
 
@@ -1344,6 +1366,31 @@ pub(crate) mod tests {
         let start = dfa.next(dfa.start(), b'"');
         assert!(!runs.takes_subtree(&dfa, start, &deep));
         assert!(runs.takes_subtree(&dfa, start, &crate::trie::Below { height: 5, ..deep }));
+
+        // Counted no further than asked: a lazy chain of 300 counts makes
+        // the states of the first few only, and the cut run is not kept
+        // as the whole one.
+        let lazy = crate::lazy::LazyDfa::build(r#""[^"\\]{0,300}""#, &limits()).unwrap();
+        let runs = TextRuns::new(128);
+        let start = lazy.next(lazy.start(), b'"');
+        let before = lazy.num_states();
+        assert_eq!(runs.run_within(&lazy, start, 4), 4);
+        let within = lazy.num_states() - before;
+        assert_eq!(runs.run(&lazy, start), 128, "the whole run, to the cap");
+        let whole = lazy.num_states() - before;
+        assert!(
+            whole > 128 && within * 16 < whole,
+            "{within} states within 4, {whole} in all"
+        );
+        // A run that ends before the limit is the run, kept.
+        let near_end = (0..297).fold(start, |s, _| runs.step(&lazy, s).unwrap().to);
+        assert_eq!(runs.run_within(&lazy, near_end, 10), 3);
+        assert_eq!(runs.runs.get(near_end), Some(&3));
+        assert_eq!(
+            runs.run_within(&lazy, near_end, 2),
+            3,
+            "the kept run, past a lower limit"
+        );
     }
 
     #[test]
