@@ -382,10 +382,10 @@ impl Walk {
     /// The tokens of a walk from the root that keeps the runs `kept` and
     /// refuses the runs `refused` (between them, every token): from every
     /// token, clearing the refused ones, when those are fewer.
-    fn take_from_root(&mut self, trie: &TokenTrie, kept: [&Runs; 2], refused: [&Runs; 2]) {
-        let count = |runs: [&Runs; 2]| runs[0].count + runs[1].count;
+    fn take_from_root(&mut self, trie: &TokenTrie, kept: &[&Runs], refused: &[&Runs]) {
+        let count = |runs: &[&Runs]| runs.iter().map(|r| r.count).sum::<usize>();
         if count(refused) < count(kept) {
-            self.take_all_but(trie, &refused);
+            self.take_all_but(trie, refused);
         } else {
             for runs in kept {
                 for &(a, b) in &runs.runs {
@@ -858,7 +858,14 @@ impl Lexeme {
             } else if let Some(skeleton) = self.chain_skeleton(state) {
                 self.scan_chain(state, &skeleton, &mut walk);
             } else {
-                self.scan(0, state, 0, &mut walk);
+                // A pass from the root covers every token: where the
+                // refused runs hold fewer (most of a wide state's), the row
+                // starts from every token and they are cleared.
+                let (mut kept, mut refused) = (Runs::default(), Runs::default());
+                let at = (0, state, 0);
+                let exits = &mut walk.exits;
+                self.scan_subtree(at, &mut Vec::new(), &mut kept, &mut refused, exits);
+                walk.take_from_root(trie, &[&kept], &[&refused]);
             }
         } else {
             let mut kept = Runs::default();
@@ -913,21 +920,13 @@ impl Lexeme {
         let trie = &*self.trie;
         let dfa = self.dfa();
         let mut pending = vec![(node, state, depth)];
-        let mut refused = Runs::default();
+        // The scans' scratch (what they refuse is not asked for).
+        let (mut stack, mut refused) = (Vec::new(), Runs::default());
         while let Some((node, from, depth)) = pending.pop() {
             if self.is_wide(from) {
-                let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
-                stack[depth as usize] = dfa.row(from);
-                let end = trie.nodes[node as usize].next as usize;
+                let at = (node, from, depth);
                 refused.runs.clear();
-                self.scan_range(
-                    node as usize + 1,
-                    end,
-                    &mut stack,
-                    kept,
-                    &mut refused,
-                    exits,
-                );
+                self.scan_subtree(at, &mut stack, kept, &mut refused, exits);
                 continue;
             }
             let (bytes, kids) = trie.kids(node as usize);
@@ -954,39 +953,29 @@ impl Lexeme {
         }
     }
 
-    /// The walk below `node` (at `depth`, in DFA state `state`) as one
-    /// forward pass over its subtree, skipping a subtree at the first byte
-    /// the DFA refuses or taking it whole where the text step allows.
-    ///
-    /// Preorder keeps the tokens of the subtree in one range of
-    /// `trie.tokens`, which the pass cuts into runs kept and runs refused.
-    /// A pass from the root covers every token, so where the refused runs
-    /// hold fewer tokens (a string body keeps nearly all of them) the row
-    /// starts from every token and the refused ones are cleared.
-    fn scan(&self, node: u32, state: u32, depth: u32, walk: &mut Walk) {
+    /// One forward pass over the subtree of `node` (at `depth`, its bytes
+    /// having led the DFA to `state`), skipping a subtree at the first byte
+    /// the DFA refuses or taking it whole where the text step allows:
+    /// [`Lexeme::scan_range`] with `stack` (made on first use, kept by the
+    /// caller for its next pass) set up. Preorder keeps the tokens of the
+    /// subtree in one range of `trie.tokens`, which the pass cuts into runs
+    /// kept and runs refused.
+    fn scan_subtree<'s>(
+        &'s self,
+        (node, state, depth): (u32, u32, u32),
+        stack: &mut Vec<&'s [u32]>,
+        kept: &mut Runs,
+        refused: &mut Runs,
+        exits: &mut Vec<(u32, u32)>,
+    ) {
         let trie = &*self.trie;
-        // The transitions of the state at each depth of the current path.
-        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        if stack.is_empty() {
+            // The transitions of the state at each depth of the current path.
+            stack.resize(trie.max_depth + 1, &[]);
+        }
         stack[depth as usize] = self.dfa().row(state);
         let end = trie.nodes[node as usize].next as usize;
-        let mut kept = Runs::default();
-        let mut refused = Runs::default();
-        self.scan_range(
-            node as usize + 1,
-            end,
-            &mut stack,
-            &mut kept,
-            &mut refused,
-            &mut walk.exits,
-        );
-        if node == 0 && refused.count < kept.count {
-            debug_assert!(walk.count == 0, "the root's pass is the whole walk");
-            walk.take_all_but(trie, &[&refused]);
-        } else {
-            for &(a, b) in &kept.runs {
-                walk.add(&trie.tokens[a as usize..b as usize]);
-            }
-        }
+        self.scan_range(node as usize + 1, end, stack, kept, refused, exits);
     }
 
     /// The scan's pass over the nodes `first..end` (one subtree, or one
@@ -1136,7 +1125,11 @@ impl Lexeme {
             let end = trie.nodes[e].next as usize;
             self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
         }
-        walk.take_from_root(trie, [&skeleton.kept, &kept], [&skeleton.refused, &refused]);
+        walk.take_from_root(
+            trie,
+            &[&skeleton.kept, &kept],
+            &[&skeleton.refused, &refused],
+        );
     }
 
     /// The walk from `state` through the skeleton of the loop `into`:
@@ -1175,7 +1168,11 @@ impl Lexeme {
                 refused.push(a, b);
             }
             walk.exits.extend_from_slice(&looped.exits);
-            walk.take_from_root(trie, [&skeleton.kept, &kept], [&skeleton.refused, &refused]);
+            walk.take_from_root(
+                trie,
+                &[&skeleton.kept, &kept],
+                &[&skeleton.refused, &refused],
+            );
             return;
         }
         let step = *self.runs.step(dfa, state).expect("a step into the loop");
@@ -1214,13 +1211,7 @@ impl Lexeme {
             let to = looped.exits.partition_point(|&(e, _)| (e as usize) < end);
             walk.exits.extend_from_slice(&looped.exits[from..to]);
         }
-        if refused.count < kept.count {
-            walk.take_all_but(trie, &[&refused]);
-        } else {
-            for &(a, b) in &kept.runs {
-                walk.add(&trie.tokens[a as usize..b as usize]);
-            }
-        }
+        walk.take_from_root(trie, &[&kept], &[&refused]);
     }
 
     /// The [`LoopWalk`] of the loop state `into` through `skeleton`, made
