@@ -14,15 +14,15 @@
 //! naming the limit.
 
 use hashbrown::HashTable;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 use regex_syntax::hir::Hir;
 use tokensieve_core::{GrammarError, Location};
 
 use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
-use crate::nfa::{Nfa, State};
+use crate::nfa::{Mix, Nfa, State};
 
 const NOT_FORCED: u16 = 256;
 
@@ -135,44 +135,18 @@ impl std::fmt::Debug for SetTable {
     }
 }
 
-/// The hash a set of NFA states is found by: a multiply-rotate over its
-/// ids (as FxHash), then a finalizer that spreads it over every bit
-/// (`HashTable` takes buckets from the low bits, tags from the high ones).
+/// The hash a set of NFA states is found by ([`Mix`] over its ids).
 fn set_hash(set: &[u32]) -> u64 {
-    let mut h = set.len() as u64;
-    for &q in set {
-        h = (h.rotate_left(5) ^ u64::from(q)).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^ (h >> 33)
+    let mut h = Mix::new(set.len() as u64);
+    set.iter().for_each(|&q| h.add(u64::from(q)));
+    h.finish()
 }
-
-/// States a lazy DFA makes of plain NFA state sets before it looks for
-/// copies ([`crate::bisim`]) and makes the rest of sets of representatives.
-/// The search was a twelfth of a cold MaskBench run's mask work (once per
-/// lexeme, in the mask that first enters it), and the states it saved cost
-/// less than it did: with it from the first state a sample of every 20th
-/// file did 4% more mask work, the 24 slowest-compiling files 7% more.
-/// Past this many states a lexeme's copies are merged, which bounds the
-/// growth of a DFA that a schema of many optional members could make. A
-/// state made either way stands for the same texts (a representative has
-/// its states' future), so a DFA that mixes them is right, only perhaps
-/// not the smallest.
-const CANON_AFTER_STATES: usize = 4096;
 
 /// A DFA built as it is walked.
 pub struct LazyDfa {
     nfa: Nfa,
     /// NFA states from which a match can be reached.
     live: Vec<bool>,
-    /// The representative of each NFA state's class of states with the
-    /// same future ([`crate::bisim`]): the states made after the first
-    /// [`LazyDfa::canon_after`] are sets of these. Found when the DFA has
-    /// made that many (a walk's cost, not the compile's).
-    canon: OnceLock<Vec<u32>>,
-    /// States made before [`LazyDfa::canon`] is used ([`CANON_AFTER_STATES`]).
-    canon_after: usize,
     classes: [u8; 256],
     /// One byte of each class, and how many bytes the class holds.
     reps: Vec<u8>,
@@ -259,8 +233,6 @@ impl LazyDfa {
         let dfa = LazyDfa {
             nfa,
             live,
-            canon: OnceLock::new(),
-            canon_after: CANON_AFTER_STATES,
             classes,
             reps,
             class_size,
@@ -292,7 +264,7 @@ impl LazyDfa {
         {
             let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
             let start = dfa.nfa.start();
-            dfa.closure(&mut b, &[start], None);
+            dfa.closure(&mut b, &[start]);
             if b.out.is_empty() {
                 return Err(no_match());
             }
@@ -480,12 +452,7 @@ impl LazyDfa {
             {
                 id
             } else {
-                let canon = (b.sets.len() >= self.canon_after).then(|| {
-                    self.canon
-                        .get_or_init(|| crate::bisim::representatives(&self.nfa))
-                        .as_slice()
-                });
-                self.closure(b, &seeds[c], canon);
+                self.closure(b, &seeds[c]);
                 let id = if b.out.is_empty() {
                     DEAD
                 } else {
@@ -542,7 +509,7 @@ impl LazyDfa {
     /// The states an NFA in `seeds` may be in before its next byte, into
     /// `b.out`: the ones that read a byte or match, from which a match can
     /// be reached, sorted (a DFA state's key).
-    fn closure(&self, b: &mut Builder, seeds: &[u32], canon: Option<&[u32]>) {
+    fn closure(&self, b: &mut Builder, seeds: &[u32]) {
         b.generation = b.generation.wrapping_add(1);
         if b.generation == 0 {
             b.mark.fill(0);
@@ -559,13 +526,12 @@ impl LazyDfa {
             }
             b.mark[q as usize] = g;
             match self.nfa.state(q) {
-                State::Bytes(_) | State::Match => b.out.push(canon.map_or(q, |c| c[q as usize])),
+                State::Bytes(_) | State::Match => b.out.push(q),
                 State::Union(alternates) => stack.extend(alternates.iter().rev()),
             }
         }
         b.stack = stack;
         b.out.sort_unstable();
-        b.out.dedup();
     }
 }
 
@@ -780,20 +746,15 @@ pub(crate) mod tests {
     }
 
     /// Copies of a sub-expression with one continuation (a JSON array's
-    /// items, members reachable several ways) make one set of DFA states:
-    /// a walk over many items makes about as many states as over two.
-    /// Random texts over copy-heavy regexes: lazy (with the copies merged)
-    /// and eager agree on every prefix.
+    /// items, members reachable several ways) make one set of DFA states
+    /// (their NFA states are one, [`crate::nfa`]): a walk over many items
+    /// makes about as many states as over two. Random texts over
+    /// copy-heavy regexes: lazy and eager agree on every prefix.
     #[test]
     fn copies_of_a_sub_expression_share_their_states() {
         let item = r#"\{"(?:name|id)":(?:"[a-z]*"|[0-9]+)\}"#;
         let array = format!(r"\[(?:{item}(?:,{item})*)?\]");
-        let canonical = |regex: &str, after: usize| {
-            let mut lazy = LazyDfa::build(regex, &limits()).unwrap();
-            lazy.canon_after = after;
-            lazy
-        };
-        let lazy = canonical(&array, 0);
+        let lazy = LazyDfa::build(&array, &limits()).unwrap();
         let two = br#"[{"name":"ab"},{"id":12}]"#;
         assert!(walk(&lazy, two).is_some_and(|s| lazy.is_accepting(s)));
         let after_two = lazy.num_states();
@@ -806,7 +767,7 @@ pub(crate) mod tests {
         );
 
         // Copies that differ only at their ends are not merged.
-        let near = canonical(r"(?:abcdefgh1,)*abcdefgh2|xabcdefgh3", 0);
+        let near = LazyDfa::build(r"(?:abcdefgh1,)*abcdefgh2|xabcdefgh3", &limits()).unwrap();
         for (text, ok) in [
             (&b"abcdefgh1,abcdefgh2"[..], true),
             (b"abcdefgh2", true),
@@ -826,13 +787,8 @@ pub(crate) mod tests {
         ];
         let mut rng = tokensieve_core::testing::SplitMix64(11);
         let alphabet = br#"abcdexyz,;[]{}"nmi:0123"#;
-        // Representatives from the start, from the fourth state on (a DFA
-        // of both kinds of states), and from the default on.
-        for (regex, after) in regexes
-            .iter()
-            .flat_map(|r| [(r, 0), (r, 3), (r, CANON_AFTER_STATES)])
-        {
-            let lazy = canonical(regex, after);
+        for regex in &regexes {
+            let lazy = LazyDfa::build(regex, &limits()).unwrap();
             let eager = ByteDfa::build(regex, &limits()).unwrap();
             for _ in 0..2_000 {
                 let len = rng.below(30);
@@ -843,7 +799,7 @@ pub(crate) mod tests {
                 for &byte in &text {
                     l = lazy.next(l, byte);
                     e = eager.next(e, byte);
-                    assert_eq!(l == DEAD, e == DEAD, "{regex} ({after}) on {text:?}");
+                    assert_eq!(l == DEAD, e == DEAD, "{regex} on {text:?}");
                     if l == DEAD {
                         break;
                     }

@@ -51,7 +51,6 @@
 //!
 //! [`GrammarError::InvalidGrammar`]: tokensieve_core::GrammarError::InvalidGrammar
 
-mod bisim;
 pub mod compose;
 pub mod counted;
 pub mod dfa;

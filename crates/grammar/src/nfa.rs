@@ -14,14 +14,25 @@
 //! States are of three kinds: byte ranges (each to its own next state),
 //! unions (empty moves) and the one match state; an empty class is a
 //! range state with no ranges (it fails). A Unicode class becomes the
-//! UTF-8 byte sequences of its characters as a trie from the first byte,
-//! whose identical subtrees are made once (the continuation bytes of a
-//! wide class: `[80-BF]` to the same state).
+//! UTF-8 byte sequences of its characters as a trie from the first byte.
+//!
+//! Each state is made once: one with the same ranges to the same states,
+//! or the same alternates, is the one made before, and a loop (`x*`,
+//! whose entry is the one state patched) is made once for each tree and
+//! state after it. Since a sub-expression is made after its continuation,
+//! copies of it before the same state come out as the same states: the two
+//! `x` of a JSON array's `x(?:,x)*`, a member reachable by several paths
+//! through optional members before it, the continuation bytes of a wide
+//! class. A DFA state is then one set of NFA states whichever copy a walk
+//! went through, where each copy made its own states before (a lazy DFA
+//! is not minimized): session 27 found, on every MaskBench file, no two
+//! states left with the same future (the Hopcroft bisimulation the lazy
+//! DFA ran past its 4,096th state, 2–8 ms in one mask, merged none).
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashTable};
 use std::rc::Rc;
 
-use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind};
+use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind, Repetition};
 use regex_syntax::utf8::{Utf8Range, Utf8Sequences};
 use tokensieve_core::{GrammarError, Location};
 
@@ -76,7 +87,19 @@ impl Nfa {
     /// The NFA of `hir` (whole-text match; no look-around), within
     /// `size_limit` heap bytes.
     pub(crate) fn new(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
+        Nfa::compiled(hir, size_limit, true)
+    }
+
+    /// [`Nfa::new`] with a state for every place the regex writes one
+    /// (none shared): what sharing is tested against.
+    #[cfg(test)]
+    pub(crate) fn with_copies(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
+        Nfa::compiled(hir, size_limit, false)
+    }
+
+    fn compiled(hir: &Hir, size_limit: usize, share: bool) -> Result<Nfa, GrammarError> {
         let mut c = Compiler::new(size_limit);
+        c.share = share;
         let matched = c.push(Kind::Match, 0, 0)?;
         c.nfa.start = c.compile(hir, matched)?;
         let mut nfa = c.nfa;
@@ -141,16 +164,26 @@ impl Nfa {
     }
 }
 
-struct Compiler {
+struct Compiler<'h> {
     nfa: Nfa,
     size_limit: usize,
-    /// The UTF-8 trie nodes made so far, by their ranges: a subtree met
-    /// again is the same state.
-    tries: HashMap<Vec<Transition>, u32>,
+    /// Every byte or union state made, found by its kind and its ranges or
+    /// alternates: a state made again is the one made before.
+    made: HashTable<u32>,
+    /// Unbounded repetitions compiled, by the hash of their tree and the
+    /// state after them: the entry of the same loop before the same state.
+    loops: HashMap<(u64, u32), Vec<(&'h Hir, u32)>>,
+    /// [`hir_hash`] of the repetitions hashed so far (by address).
+    hashes: HashMap<*const Hir, u64>,
+    /// Templates copied, by address and the state after them: the entry
+    /// of the copy (the template kept alive, so the address stays its).
+    copies: HashMap<(*const Template, u32), (Rc<Template>, u32)>,
+    /// Whether states are shared as above (always, but in tests).
+    share: bool,
 }
 
-impl Compiler {
-    fn new(size_limit: usize) -> Compiler {
+impl<'h> Compiler<'h> {
+    fn new(size_limit: usize) -> Compiler<'h> {
         Compiler {
             nfa: Nfa {
                 slots: Vec::new(),
@@ -159,7 +192,11 @@ impl Compiler {
                 start: 0,
             },
             size_limit,
-            tries: HashMap::new(),
+            made: HashTable::new(),
+            loops: HashMap::new(),
+            hashes: HashMap::new(),
+            copies: HashMap::new(),
+            share: true,
         }
     }
 
@@ -178,11 +215,52 @@ impl Compiler {
         Ok(self.nfa.slots.len() as u32 - 1)
     }
 
+    /// The state of the last `len` entries of the pool of `kind` (just
+    /// written): one made before with the same ones (the entries taken
+    /// back), or a new one.
+    fn intern(&mut self, kind: Kind, len: usize) -> Result<u32, GrammarError> {
+        let nfa = &self.nfa;
+        let at = match kind {
+            Kind::Bytes => nfa.ranges.len() - len,
+            _ => nfa.alternates.len() - len,
+        };
+        if !self.share {
+            return self.push(kind, at as u32, len as u32);
+        }
+        let hash = slot_hash(nfa, kind, at, len);
+        let same = |&q: &u32| {
+            let s = nfa.slots[q as usize];
+            match (kind, s.kind) {
+                (Kind::Bytes, Kind::Bytes) => {
+                    nfa.ranges[s.at as usize..(s.at + s.len) as usize] == nfa.ranges[at..]
+                }
+                (Kind::Union, Kind::Union) => {
+                    nfa.alternates[s.at as usize..(s.at + s.len) as usize] == nfa.alternates[at..]
+                }
+                _ => false,
+            }
+        };
+        if let Some(&q) = self.made.find(hash, same) {
+            match kind {
+                Kind::Bytes => self.nfa.ranges.truncate(at),
+                _ => self.nfa.alternates.truncate(at),
+            }
+            return Ok(q);
+        }
+        let q = self.push(kind, at as u32, len as u32)?;
+        let nfa = &self.nfa;
+        self.made.insert_unique(hash, q, |&q| {
+            let s = nfa.slots[q as usize];
+            slot_hash(nfa, s.kind, s.at as usize, s.len as usize)
+        });
+        Ok(q)
+    }
+
     fn bytes(&mut self, ranges: impl IntoIterator<Item = Transition>) -> Result<u32, GrammarError> {
         let at = self.nfa.ranges.len();
         self.nfa.ranges.extend(ranges);
         let len = self.nfa.ranges.len() - at;
-        self.push(Kind::Bytes, at as u32, len as u32)
+        self.intern(Kind::Bytes, len)
     }
 
     /// A union of `alternates` (one alone is itself, no state).
@@ -190,13 +268,12 @@ impl Compiler {
         if let [one] = alternates {
             return Ok(*one);
         }
-        let at = self.nfa.alternates.len();
         self.nfa.alternates.extend_from_slice(alternates);
-        self.push(Kind::Union, at as u32, alternates.len() as u32)
+        self.intern(Kind::Union, alternates.len())
     }
 
     /// The entry of `hir` followed by the state `next`.
-    fn compile(&mut self, hir: &Hir, next: u32) -> Result<u32, GrammarError> {
+    fn compile(&mut self, hir: &'h Hir, next: u32) -> Result<u32, GrammarError> {
         match hir.kind() {
             HirKind::Empty => Ok(next),
             HirKind::Literal(lit) => {
@@ -249,40 +326,38 @@ impl Compiler {
                 }
                 self.union(&entries)
             }
-            // Every copy makes a state, so the size limit ends a loop of
-            // many: `Hir::repetition` caps the count of what matches only
-            // the empty text at one.
+            // `x{min,}`: one loop, made once for each state it leads to
+            // (a tree written in two places before the same state, as the
+            // two `x` of `x(?:,x)*`, is one loop, whose states no step
+            // then tells apart).
+            HirKind::Repetition(r) if r.max.is_none() => {
+                if !self.share {
+                    return self.looped(r, next);
+                }
+                let hash = self.hir_hash(hir);
+                if let Some(known) = self.loops.get(&(hash, next))
+                    && let Some(&(_, entry)) = known.iter().find(|(h, _)| *h == hir)
+                {
+                    return Ok(entry);
+                }
+                let entry = self.looped(r, next)?;
+                self.loops
+                    .entry((hash, next))
+                    .or_default()
+                    .push((hir, entry));
+                Ok(entry)
+            }
+            // Optional copies, each of which may end the repetition, nested
+            // from the last, then the required ones. Every copy makes its
+            // states, so the size limit ends a repetition of many:
+            // `Hir::repetition` caps the count of what matches only the
+            // empty text at one.
             HirKind::Repetition(r) => {
-                let mut at = match r.max {
-                    // `x{min,}`: a loop through one copy, entered through
-                    // the last of the required ones (or skipped).
-                    None => {
-                        let looped = self.push(Kind::Union, 0, 0)?;
-                        let body = self.compile(&r.sub, looped)?;
-                        let pool = self.nfa.alternates.len() as u32;
-                        self.nfa.alternates.extend_from_slice(&[body, next]);
-                        self.nfa.slots[looped as usize].at = pool;
-                        self.nfa.slots[looped as usize].len = 2;
-                        if r.min == 0 {
-                            return Ok(looped);
-                        }
-                        let mut at = body;
-                        for _ in 1..r.min {
-                            at = self.compile(&r.sub, at)?;
-                        }
-                        return Ok(at);
-                    }
-                    // Optional copies, each of which may end the
-                    // repetition, nested from the last.
-                    Some(max) => {
-                        let mut at = next;
-                        for _ in r.min..max {
-                            let body = self.compile(&r.sub, at)?;
-                            at = self.union(&[body, next])?;
-                        }
-                        at
-                    }
-                };
+                let mut at = next;
+                for _ in r.min..r.max.unwrap_or(r.min) {
+                    let body = self.compile(&r.sub, at)?;
+                    at = self.union(&[body, next])?;
+                }
                 for _ in 0..r.min {
                     at = self.compile(&r.sub, at)?;
                 }
@@ -291,8 +366,83 @@ impl Compiler {
         }
     }
 
+    /// `x{min,}` (`r`) before `next`: a loop through one copy of `x`,
+    /// entered through the last of the required ones (or skipped).
+    fn looped(&mut self, r: &'h Repetition, next: u32) -> Result<u32, GrammarError> {
+        // Made apart (not interned): its alternates are written once the
+        // body is made.
+        let looped = self.push(Kind::Union, 0, 0)?;
+        let body = self.compile(&r.sub, looped)?;
+        let pool = self.nfa.alternates.len() as u32;
+        self.nfa.alternates.extend_from_slice(&[body, next]);
+        self.nfa.slots[looped as usize].at = pool;
+        self.nfa.slots[looped as usize].len = 2;
+        if r.min == 0 {
+            return Ok(looped);
+        }
+        let mut at = body;
+        for _ in 1..r.min {
+            at = self.compile(&r.sub, at)?;
+        }
+        Ok(at)
+    }
+
+    /// A hash of `hir`'s tree (equal trees hash equal), each repetition's
+    /// kept: the loops inside a loop are hashed once, with it.
+    fn hir_hash(&mut self, hir: &'h Hir) -> u64 {
+        let key = hir as *const Hir;
+        let repetition = matches!(hir.kind(), HirKind::Repetition(_));
+        if repetition && let Some(&h) = self.hashes.get(&key) {
+            return h;
+        }
+        let mut h = Mix::new(hir_tag(hir));
+        match hir.kind() {
+            HirKind::Empty => {}
+            HirKind::Literal(lit) => lit.0.iter().for_each(|&b| h.add(u64::from(b))),
+            HirKind::Class(Class::Unicode(c)) => {
+                for r in c.ranges() {
+                    h.add(u64::from(r.start()) << 32 | u64::from(r.end()));
+                }
+            }
+            HirKind::Class(Class::Bytes(c)) => {
+                for r in c.ranges() {
+                    h.add(u64::from(r.start()) << 8 | u64::from(r.end()));
+                }
+            }
+            HirKind::Look(look) => h.add(u64::from(look.as_repr())),
+            HirKind::Repetition(r) => {
+                h.add(u64::from(r.min));
+                h.add(r.max.map_or(u64::MAX, u64::from));
+                h.add(u64::from(r.greedy));
+                let sub = self.hir_hash(&r.sub);
+                h.add(sub);
+            }
+            HirKind::Capture(c) => {
+                let sub = self.hir_hash(&c.sub);
+                h.add(sub);
+            }
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                for sub in subs {
+                    let sub = self.hir_hash(sub);
+                    h.add(sub);
+                }
+            }
+        }
+        let h = h.finish();
+        if repetition {
+            self.hashes.insert(key, h);
+        }
+        h
+    }
+
     /// A copy of `template`'s states leading to `next`; its entry.
-    fn instantiate(&mut self, template: &Template, next: u32) -> Result<u32, GrammarError> {
+    fn instantiate(&mut self, template: &Rc<Template>, next: u32) -> Result<u32, GrammarError> {
+        let key = (Rc::as_ptr(template), next);
+        if self.share
+            && let Some(&(_, entry)) = self.copies.get(&key)
+        {
+            return Ok(entry);
+        }
         let base = self.nfa.slots.len() as u32;
         let mut at = 0;
         for &end in &template.ends {
@@ -307,9 +457,16 @@ impl Compiler {
                     ..*t
                 });
             at = end as usize;
-            self.bytes(ranges)?;
+            // Pushed, not interned: the copy's states are numbered from
+            // `base` in the template's order.
+            let start = self.nfa.ranges.len();
+            self.nfa.ranges.extend(ranges);
+            let len = self.nfa.ranges.len() - start;
+            self.push(Kind::Bytes, start as u32, len as u32)?;
         }
-        Ok(base + template.entry)
+        let entry = base + template.entry;
+        self.copies.insert(key, (template.clone(), entry));
+        Ok(entry)
     }
 
     /// The trie of UTF-8 `sequences` (in code point order, so those with
@@ -336,12 +493,61 @@ impl Compiler {
             });
             i = j;
         }
-        if let Some(&known) = self.tries.get(&ranges) {
-            return Ok(known);
+        self.bytes(ranges)
+    }
+}
+
+/// The hash a state is found by in [`Compiler::made`]: its kind and the
+/// `len` entries of its pool from `at`.
+fn slot_hash(nfa: &Nfa, kind: Kind, at: usize, len: usize) -> u64 {
+    let mut h = Mix::new(kind as u64);
+    match kind {
+        Kind::Bytes => {
+            for t in &nfa.ranges[at..at + len] {
+                h.add(u64::from(t.start) | u64::from(t.end) << 8 | u64::from(t.next) << 16);
+            }
         }
-        let q = self.bytes(ranges.iter().copied())?;
-        self.tries.insert(ranges, q);
-        Ok(q)
+        _ => nfa.alternates[at..at + len]
+            .iter()
+            .for_each(|&q| h.add(u64::from(q))),
+    }
+    h.finish()
+}
+
+/// A tag per kind of tree node, for [`Compiler::hir_hash`].
+fn hir_tag(hir: &Hir) -> u64 {
+    match hir.kind() {
+        HirKind::Empty => 1,
+        HirKind::Literal(_) => 2,
+        HirKind::Class(Class::Unicode(_)) => 3,
+        HirKind::Class(Class::Bytes(_)) => 4,
+        HirKind::Look(_) => 5,
+        HirKind::Repetition(_) => 6,
+        HirKind::Capture(_) => 7,
+        HirKind::Concat(_) => 8,
+        HirKind::Alternation(_) => 9,
+    }
+}
+
+/// A multiply-rotate hash (as FxHash) with a finalizer that spreads it
+/// over every bit (`HashTable` takes buckets from the low bits, tags from
+/// the high ones).
+pub(crate) struct Mix(u64);
+
+impl Mix {
+    pub(crate) fn new(seed: u64) -> Mix {
+        Mix(seed)
+    }
+
+    pub(crate) fn add(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    pub(crate) fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 33)
     }
 }
 
@@ -402,6 +608,7 @@ fn template(ranges: &[ClassUnicodeRange]) -> Rc<Template> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokensieve_core::testing::SplitMix64;
 
     fn nfa(regex: &str) -> Nfa {
         Nfa::new(&crate::dfa::parse(regex).unwrap(), 10 << 20).unwrap()
@@ -498,6 +705,85 @@ mod tests {
                     "{regex}"
                 );
                 assert!(end == 255 || classes[end] != classes[end + 1], "{regex}");
+            }
+        }
+    }
+
+    /// A random regex of literals, classes, sequences, alternations and
+    /// repetitions (copies of a sub-expression made by counts and by the
+    /// array shape `x(?:,x)*`).
+    fn random_regex(r: &mut SplitMix64, depth: u32) -> String {
+        const ATOMS: [&str; 5] = ["a", "b", "é", "[a-c]", ","];
+        if depth == 0 || r.below(3) == 0 {
+            return ATOMS[r.below(ATOMS.len())].to_string();
+        }
+        let mut one = || random_regex(r, depth - 1);
+        let (x, y) = (one(), one());
+        match r.below(6) {
+            0 | 1 => format!("{x}{y}"),
+            2 => format!("(?:{x}|{y})"),
+            3 => format!("(?:{x})*"),
+            4 => format!("(?:{x}){{1,3}}"),
+            _ => format!("{x}(?:,{x})*{y}"),
+        }
+    }
+
+    /// Copies of a tree before one state are one set of states: the first
+    /// item of an array adds no state to the loop of the others, and a
+    /// member reachable two ways is made once. Trees before different
+    /// states, or different trees, are not merged: on hand-written and
+    /// random regexes the NFA matches what the NFA with every copy
+    /// matches.
+    #[test]
+    fn copies_before_one_state_are_one() {
+        for item in [
+            "x",
+            r#""[a-c]*""#,
+            r#"\{"a":"[^"]*"(?:,"b":[0-9]+)?\}"#,
+            "é+",
+        ] {
+            let array = nfa(&format!("{item}(?:,{item})*"));
+            let rest = nfa(&format!("(?:,{item})*"));
+            assert_eq!(array.len(), rest.len(), "{item}");
+            let hir = crate::dfa::parse(&format!("{item}(?:,{item})*")).unwrap();
+            assert!(Nfa::with_copies(&hir, 10 << 20).unwrap().len() > array.len());
+        }
+        // `b(?:,c)?` and `c` are made once, for the first alternative.
+        assert_eq!(
+            nfa(r"a(?:,b)?(?:,c)?|b(?:,c)?|c").len(),
+            nfa(r"a(?:,b)?(?:,c)?").len() + 1
+        );
+        let mut regexes: Vec<String> = [
+            // One loop before two states, and two before one.
+            r"(?:a*)b|(?:a*)c",
+            r"(?:ab)*(?:ab)*c",
+            r"(?:é+)x|(?:é+)y|é+",
+            r"(?:a|b)*(?:a|c)*",
+            r"(?:a{2,}|a+)b|(?:a+)?c",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut r = SplitMix64(5);
+        regexes.extend((0..300).map(|_| random_regex(&mut r, 4)));
+        let alphabet = ["a", "b", "c", "é", ",", "x", "y"];
+        for regex in &regexes {
+            let Ok(hir) = crate::dfa::parse(regex) else {
+                continue;
+            };
+            let (Ok(shared), Ok(copies)) =
+                (Nfa::new(&hir, 10 << 20), Nfa::with_copies(&hir, 10 << 20))
+            else {
+                continue;
+            };
+            for _ in 0..200 {
+                let text: String = (0..r.below(12))
+                    .map(|_| alphabet[r.below(alphabet.len())])
+                    .collect();
+                assert_eq!(
+                    matches(&shared, text.as_bytes()),
+                    matches(&copies, text.as_bytes()),
+                    "{regex} on {text:?}"
+                );
             }
         }
     }
