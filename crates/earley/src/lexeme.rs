@@ -747,7 +747,7 @@ impl Lexeme {
                 .expect("a lexeme not made yet has its recipe");
             let made = match &recipe.source {
                 TreeSource::Tree(tree) => LazyDfa::from_hir(tree, &recipe.limits),
-                TreeSource::Text(regex) => LazyDfa::build(regex, &recipe.limits),
+                TreeSource::Parts(parts, texts) => parts_dfa(parts, texts, &recipe.limits),
             };
             match made {
                 Ok(dfa) => LexDfa::Lazy(dfa),
@@ -1374,10 +1374,59 @@ pub(crate) struct Recipe {
 pub(crate) enum TreeSource {
     /// Built already.
     Tree(Arc<Hir>),
-    /// Regex text not parsed yet (a [`tokensieve_grammar::pieces::Piece::Verbatim`]'s,
-    /// or a run of pieces joined with one): parsed when the lexeme is made,
-    /// a regex that does not parse then making a lexeme that fails.
-    Text(String),
+    /// Parts one after the other, some regex text not parsed yet (a
+    /// [`tokensieve_grammar::pieces::Piece::Verbatim`]'s, alone or in a
+    /// run of pieces joined with one): parsed when the lexeme is made,
+    /// through `texts`, so a text two lexemes hold is parsed once; a
+    /// regex that does not parse then makes a lexeme that fails.
+    Parts(Vec<SourcePart>, Arc<ParsedTexts>),
+}
+
+/// A part of a [`TreeSource::Parts`].
+#[derive(Clone)]
+pub(crate) enum SourcePart {
+    Tree(Arc<Hir>),
+    Text(Arc<str>),
+}
+
+/// The trees of the regex texts a grammar's deferred lexemes have parsed,
+/// by text: an object's "any other key" (a verbatim rule, up to 100 KB of
+/// text) stands in the run of its first member and in the run after a
+/// comma, two lexemes of one text. A tree is kept while a lexeme not
+/// made yet may ask for it (the grammar's life at most: the recipes hold
+/// this table).
+#[derive(Default)]
+pub(crate) struct ParsedTexts(Mutex<HashMap<Arc<str>, Arc<Hir>>>);
+
+impl ParsedTexts {
+    /// The tree of `text`, parsed now if no lexeme has parsed it yet.
+    fn tree(&self, text: &Arc<str>) -> Result<Arc<Hir>, GrammarError> {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tree) = known.get(text) {
+            return Ok(tree.clone());
+        }
+        let tree = Arc::new(tokensieve_grammar::dfa::parse(text)?);
+        known.insert(text.clone(), tree.clone());
+        Ok(tree)
+    }
+}
+
+/// The lazy DFA of `parts` one after the other (their texts parsed through
+/// `texts`).
+pub(crate) fn parts_dfa(
+    parts: &[SourcePart],
+    texts: &ParsedTexts,
+    limits: &DfaLimits,
+) -> Result<LazyDfa, GrammarError> {
+    let trees = parts
+        .iter()
+        .map(|part| match part {
+            SourcePart::Tree(tree) => Ok(tree.clone()),
+            SourcePart::Text(text) => texts.tree(text),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&Hir> = trees.iter().map(|t| &**t).collect();
+    LazyDfa::from_parts(&refs, limits)
 }
 
 /// The lexeme of `regex` with a lazily built DFA, made by `build` (from
@@ -1770,5 +1819,76 @@ mod tests {
             "the body's step is the vocabulary's"
         );
         assert_eq!(seeded.own.len(), 0, "no skeleton made beside it");
+    }
+
+    /// A regex text two lexemes hold (an object's "any other key", in the
+    /// run of its first member and in the run after a comma) is parsed
+    /// once, and the lexeme of parts matches what their joined text does.
+    #[test]
+    fn a_text_of_two_lexemes_is_parsed_once() {
+        let texts = ParsedTexts::default();
+        let key: Arc<str> = Arc::from(r#""(?:[a-c]|d[a-z]*)""#);
+        let comma = Arc::new(tokensieve_grammar::dfa::parse(r"[ ]?,[ ]?").unwrap());
+        let colon = Arc::new(tokensieve_grammar::dfa::parse(r":[0-9]+").unwrap());
+        let first = parts_dfa(
+            &[
+                SourcePart::Text(key.clone()),
+                SourcePart::Tree(colon.clone()),
+            ],
+            &texts,
+            &limits(false),
+        )
+        .unwrap();
+        let tree = texts.tree(&Arc::from(&*key)).unwrap();
+        let after = parts_dfa(
+            &[
+                SourcePart::Tree(comma),
+                SourcePart::Text(Arc::from(&*key)),
+                SourcePart::Tree(colon),
+            ],
+            &texts,
+            &limits(false),
+        )
+        .unwrap();
+        assert!(Arc::ptr_eq(&tree, &texts.tree(&key).unwrap()));
+        assert_eq!(texts.0.lock().unwrap().len(), 1);
+        let joined = [
+            (first, format!("(?:{key})(?::[0-9]+)")),
+            (after, format!("(?:[ ]?,[ ]?)(?:{key})(?::[0-9]+)")),
+        ];
+        let accepts = |a: &LazyDfa, bytes: &[u8]| {
+            let mut s = a.start();
+            for &b in bytes {
+                s = a.next(s, b);
+            }
+            s != DEAD && a.is_accepting(s)
+        };
+        for (i, text, ok) in [
+            (0, &br#""a":0"#[..], true),
+            (0, br#""dab":12"#, true),
+            (0, br#""e":1"#, false),
+            (0, br#":0"a""#, false),
+            (1, br#" , "d":0"#, true),
+            (1, br#","b":3"#, true),
+            (1, br#""b":3,"#, false),
+        ] {
+            let dfa = &joined[i].0;
+            assert_eq!(accepts(dfa, text), ok, "{}", String::from_utf8_lossy(text));
+        }
+        let mut rng = SplitMix64(17);
+        let alphabet = br#"abcdz" ,:0"#;
+        for (dfa, text) in &joined {
+            let reference = LazyDfa::build(text, &limits(false)).unwrap();
+            for _ in 0..2_000 {
+                let bytes: Vec<u8> = (0..rng.below(10))
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                assert_eq!(
+                    accepts(dfa, &bytes),
+                    accepts(&reference, &bytes),
+                    "{text} on {bytes:?}"
+                );
+            }
+        }
     }
 }

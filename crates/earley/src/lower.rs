@@ -26,8 +26,8 @@ use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
 
 use crate::config::EarleyConfig;
 use crate::lexeme::{
-    LexDfa, LexVocab, Lexeme, Making, Recipe, Skeletons, TreeSource, VocabSkeleton, counted_lexeme,
-    intersection_lexeme, lazy_lexeme, lexeme,
+    LexDfa, LexVocab, Lexeme, Making, ParsedTexts, Recipe, Skeletons, SourcePart, TreeSource,
+    VocabSkeleton, counted_lexeme, intersection_lexeme, lazy_lexeme, lexeme, parts_dfa,
 };
 use crate::parser::{Cfg, Sym};
 
@@ -56,6 +56,8 @@ pub(crate) struct Lowering<'a> {
     built: HashMap<(String, usize), Result<Arc<Lexeme>, GrammarError>>,
     /// Where each regex of a lazily lowered grammar comes from.
     sources: HashMap<String, Source>,
+    /// The regex texts this grammar's deferred lexemes parse, shared.
+    texts: Arc<ParsedTexts>,
 }
 
 /// What a regex piece of a grammar is: a terminal or a regular rule (its
@@ -92,8 +94,10 @@ impl Part {
 /// What a lazily built lexeme is made from, as the lowering has it.
 enum Unmade {
     Tree(Arc<Hir>),
-    /// The lexeme's key is its regex, not parsed yet (parsed when made).
-    Text {
+    /// Parts one after the other, some regex text not parsed yet (parsed
+    /// when made).
+    Parts {
+        parts: Vec<SourcePart>,
         weight: u64,
         nullable: bool,
     },
@@ -129,6 +133,7 @@ impl<'a> Lowering<'a> {
             lexeme_states: 0,
             built: HashMap::new(),
             sources: HashMap::new(),
+            texts: Arc::default(),
         }
     }
 
@@ -361,12 +366,21 @@ impl<'a> Lowering<'a> {
                 if let Some(trees) = trees {
                     return Ok(Unmade::Tree(Arc::new(Hir::concat(trees))));
                 }
-                // The joined text is the regex, parsed when made.
+                // The texts parsed when made, each once for every lexeme
+                // that holds it.
                 let nullable = run.iter().all(|(_, part)| match part {
                     Part::Tree(tree) => LazyDfa::matches_empty(tree),
                     Part::Text(v) => v.nullable,
                 });
-                Ok(Unmade::Text {
+                let parts = run
+                    .iter()
+                    .map(|(regex, part)| match part {
+                        Part::Tree(tree) => SourcePart::Tree(tree.clone()),
+                        Part::Text(_) => SourcePart::Text(Arc::from(*regex)),
+                    })
+                    .collect();
+                Ok(Unmade::Parts {
+                    parts,
                     weight: joined.weight,
                     nullable,
                 })
@@ -380,7 +394,8 @@ impl<'a> Lowering<'a> {
                 let id = self.lazy_id(regex, Some(m.weight), || {
                     Ok(match part {
                         Part::Tree(tree) => Unmade::Tree(tree),
-                        Part::Text(v) => Unmade::Text {
+                        Part::Text(v) => Unmade::Parts {
+                            parts: vec![SourcePart::Text(Arc::from(regex))],
                             weight: v.weight,
                             nullable: v.nullable,
                         },
@@ -608,7 +623,7 @@ impl<'a> Lowering<'a> {
 
     /// The lazily built lexeme of the regex `key`, its tree made by `tree`
     /// if neither this compile nor the process has the lexeme yet (or the
-    /// key's text left unparsed, [`Unmade::Text`]); its NFA made now, or
+    /// texts left unparsed, [`Unmade::Parts`]); its NFA made now, or
     /// with [`EarleyConfig::defer_lexemes`] when a walk first enters it.
     /// `weight` is the tree's measured weight where the caller has it.
     fn lazy_id(
@@ -631,13 +646,17 @@ impl<'a> Lowering<'a> {
             || {
                 let tree = match tree()? {
                     Unmade::Tree(tree) => tree,
-                    Unmade::Text { weight, nullable } => {
+                    Unmade::Parts {
+                        parts,
+                        weight,
+                        nullable,
+                    } => {
                         if !defer {
-                            return LazyDfa::build(key, &limits)
+                            return parts_dfa(&parts, &self.texts, &limits)
                                 .map(|d| Making::Now(LexDfa::Lazy(d)));
                         }
                         return Ok(Making::Later(Recipe {
-                            source: TreeSource::Text(key.to_owned()),
+                            source: TreeSource::Parts(parts, self.texts.clone()),
                             limits,
                             weight,
                             nullable,

@@ -215,8 +215,17 @@ impl LazyDfa {
     /// states as they are reached, at most `max_dfa_states` of them and
     /// `dfa_size_limit` heap bytes.
     pub fn from_hir(hir: &Hir, limits: &DfaLimits) -> Result<LazyDfa, GrammarError> {
-        LazyDfa::check_tree(hir)?;
-        let nfa = Nfa::new(hir, limits.nfa_size_limit)?;
+        LazyDfa::from_parts(&[hir], limits)
+    }
+
+    /// [`LazyDfa::from_hir`] of the concatenation of `parts`, without a
+    /// tree of it built (a copy of each part): parts parsed once and
+    /// shared by several lexemes.
+    pub fn from_parts(parts: &[&Hir], limits: &DfaLimits) -> Result<LazyDfa, GrammarError> {
+        for part in parts {
+            LazyDfa::check_tree(part)?;
+        }
+        let nfa = Nfa::of_parts(parts, limits.nfa_size_limit)?;
         let live = co_reachable(&nfa);
         let classes = nfa.byte_classes();
         let mut reps = Vec::new();

@@ -86,22 +86,33 @@ const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
 impl Nfa {
     /// The NFA of `hir` (whole-text match; no look-around), within
     /// `size_limit` heap bytes.
+    #[cfg(test)]
     pub(crate) fn new(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
-        Nfa::compiled(hir, size_limit, true)
+        Nfa::compiled(&[hir], size_limit, true)
+    }
+
+    /// The NFA of `parts` one after the other (their concatenation,
+    /// without a tree of it built; whole-text match, no look-around),
+    /// within `size_limit` heap bytes.
+    pub(crate) fn of_parts(parts: &[&Hir], size_limit: usize) -> Result<Nfa, GrammarError> {
+        Nfa::compiled(parts, size_limit, true)
     }
 
     /// [`Nfa::new`] with a state for every place the regex writes one
     /// (none shared): what sharing is tested against.
     #[cfg(test)]
     pub(crate) fn with_copies(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
-        Nfa::compiled(hir, size_limit, false)
+        Nfa::compiled(&[hir], size_limit, false)
     }
 
-    fn compiled(hir: &Hir, size_limit: usize, share: bool) -> Result<Nfa, GrammarError> {
+    fn compiled(parts: &[&Hir], size_limit: usize, share: bool) -> Result<Nfa, GrammarError> {
         let mut c = Compiler::new(size_limit);
         c.share = share;
-        let matched = c.push(Kind::Match, 0, 0)?;
-        c.nfa.start = c.compile(hir, matched)?;
+        let mut next = c.push(Kind::Match, 0, 0)?;
+        for part in parts.iter().rev() {
+            next = c.compile(part, next)?;
+        }
+        c.nfa.start = next;
         let mut nfa = c.nfa;
         nfa.slots.shrink_to_fit();
         nfa.ranges.shrink_to_fit();
