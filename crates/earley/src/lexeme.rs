@@ -1399,15 +1399,19 @@ pub(crate) enum SourcePart {
 pub(crate) struct ParsedTexts(Mutex<HashMap<Arc<str>, Arc<Hir>>>);
 
 impl ParsedTexts {
-    /// The tree of `text`, parsed now if no lexeme has parsed it yet.
+    /// The tree of `text`, parsed now if no lexeme has parsed it yet (not
+    /// holding the table meanwhile: lexemes of other texts are made by
+    /// other threads at once).
     fn tree(&self, text: &Arc<str>) -> Result<Arc<Hir>, GrammarError> {
-        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tree) = known.get(text) {
+        if let Some(tree) = self.known().get(text) {
             return Ok(tree.clone());
         }
         let tree = Arc::new(tokensieve_grammar::dfa::parse(text)?);
-        known.insert(text.clone(), tree.clone());
-        Ok(tree)
+        Ok(self.known().entry(text.clone()).or_insert(tree).clone())
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<Hir>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -1851,7 +1855,7 @@ mod tests {
         )
         .unwrap();
         assert!(Arc::ptr_eq(&tree, &texts.tree(&key).unwrap()));
-        assert_eq!(texts.0.lock().unwrap().len(), 1);
+        assert_eq!(texts.known().len(), 1);
         let joined = [
             (first, format!("(?:{key})(?::[0-9]+)")),
             (after, format!("(?:[ ]?,[ ]?)(?:{key})(?::[0-9]+)")),
