@@ -243,14 +243,29 @@ impl EarleyBackend {
                         Err(GrammarError::LimitExceeded { .. }) => Err(limit),
                         other => other,
                     };
-                let whole = lowered.to_pieces()?;
+                // Long repetitions cut where the whole grammar is split
+                // (lazy lexemes), or only once it failed as lexemes.
+                let counted = PieceLimits {
+                    block_weight: Some(REPEAT_BLOCK_WEIGHT),
+                    counted: Some(self.config.lazy_limits()),
+                    ..PieceLimits::default()
+                };
+                let whole = if self.config.lazy_lexemes {
+                    // Too many rules once cut: whole.
+                    lowered
+                        .to_pieces_with(&counted)
+                        .or_else(|_| lowered.to_pieces())?
+                } else {
+                    lowered.to_pieces()?
+                };
                 match attempt(&whole, false) {
+                    Err(limit @ GrammarError::LimitExceeded { .. }) if self.config.lazy_lexemes => {
+                        taken_apart(&whole, limit)?
+                    }
                     Err(limit @ GrammarError::LimitExceeded { .. }) => {
                         let blocks = lowered.to_pieces_with(&PieceLimits {
-                            block_weight: Some(REPEAT_BLOCK_WEIGHT),
-                            // A lazily built lexeme can count.
-                            counted: self.config.lazy_lexemes.then(|| self.config.lazy_limits()),
-                            ..PieceLimits::default()
+                            counted: None,
+                            ..counted
                         });
                         match blocks {
                             Ok(blocks) if blocks != whole => match attempt(&blocks, false) {
@@ -558,6 +573,34 @@ mod tests {
         // Nor does a cold backend keep anything (old lexemes alive).
         assert!(cold.summaries.lock().unwrap().is_empty());
         assert_eq!(warm.summaries.lock().unwrap().len(), 2);
+    }
+
+    /// A long bounded string is a counted lexeme even where the object
+    /// around it fits one lexeme (a count inside it would make a DFA state
+    /// of the big lexeme per count), and it still counts exactly.
+    #[test]
+    fn a_long_bounded_string_is_counted_where_its_object_fits() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let schema = r#"{"type": "object", "properties": {"a": {"type": "string", "maxLength": 300}, "b": {"type": "integer"}}, "required": ["a", "b"], "additionalProperties": false}"#;
+        let c = Constraint::json_schema(schema);
+        let g = EarleyBackend::new(vocab, EarleyConfig::default())
+            .compile_earley(&c, &CancelToken::new())
+            .unwrap();
+        let counted = |g: &EarleyGrammar| {
+            g.inner
+                .cfg
+                .lexemes
+                .iter()
+                .filter(|l| matches!(l.made(), Some(crate::lexeme::LexDfa::Counted(_))))
+                .count()
+        };
+        assert_eq!(counted(&g), 1);
+        for (len, ok) in [(300, true), (301, false)] {
+            let mut m = g.earley_matcher();
+            let text = format!(r#"{{"a": "{}", "b": 1}}"#, "x".repeat(len));
+            let accepted = m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting();
+            assert_eq!(accepted, ok, "{len} characters");
+        }
     }
 
     /// How many of a grammar's lexemes have their automaton made.
