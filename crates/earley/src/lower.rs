@@ -239,12 +239,16 @@ impl<'a> Lowering<'a> {
     /// is read from a piece's syntax tree ([`Lowering::fits_lazily_in`])
     /// and no DFA is built here; without, from building its DFA.
     pub(crate) fn pieces(mut self, g: &PieceGrammar, split: bool) -> Result<Cfg, GrammarError> {
-        let mut g = g.clone();
-        // Rules from here on are helpers of pieces taken apart: their
-        // pieces get the lexeme limit, as the parts of those pieces do.
+        // Rules from `helpers` on are helpers of pieces taken apart, added
+        // to `extra` (where `g`'s own rules are left empty, not copied):
+        // their pieces get the lexeme limit, as the parts of those pieces
+        // do.
         let helpers = g.rules.len();
+        let mut extra = PieceGrammar {
+            rules: vec![Vec::new(); helpers],
+        };
         let mut i = 0;
-        while i < g.rules.len() {
+        while i < extra.rules.len() {
             let max = if i < helpers {
                 self.config.max_dfa_states
             } else {
@@ -253,15 +257,18 @@ impl<'a> Lowering<'a> {
                     .min(self.config.max_dfa_states)
             };
             self.cancel.check()?;
-            if self.alts.len() < g.rules.len() {
-                self.alts.resize(g.rules.len(), Vec::new());
+            if self.alts.len() < extra.rules.len() {
+                self.alts.resize(extra.rules.len(), Vec::new());
             }
-            // Taken out while its pieces are lowered (helpers may be added
-            // to `g` meanwhile) and put back for `nullable`: a copy of every
-            // rule's regex texts was a tenth of this lowering.
-            let alternatives = std::mem::take(&mut g.rules[i]);
+            // A helper is taken out while its pieces are lowered (more
+            // helpers may be added meanwhile) and put back for `nullable`.
+            let helper = (i >= helpers).then(|| std::mem::take(&mut extra.rules[i]));
+            let alternatives = match &helper {
+                Some(helper) => helper,
+                None => &g.rules[i],
+            };
             let mut starts = Vec::with_capacity(alternatives.len());
-            for alt in &alternatives {
+            for alt in alternatives {
                 starts.push(self.syms.len() as u32);
                 let mut run: Vec<(&str, Part)> = Vec::new();
                 for piece in alt {
@@ -273,34 +280,41 @@ impl<'a> Lowering<'a> {
                             run.push((regex, Part::Text(*verbatim)));
                         }
                         PieceKind::Rule(t) => {
-                            self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
+                            self.flush_pieces(&mut run, max, i < helpers, split, &mut extra)?;
                             self.syms.push(Sym::Rule(*t as u32));
                         }
                         PieceKind::Intersection { regexes, .. } => {
-                            self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
+                            self.flush_pieces(&mut run, max, i < helpers, split, &mut extra)?;
                             let l = self.intersection_id(regexes, self.config.max_dfa_states)?;
                             self.syms.push(Sym::Lex(l));
                         }
                         PieceKind::Counted {
                             regex, automaton, ..
                         } => {
-                            self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
+                            self.flush_pieces(&mut run, max, i < helpers, split, &mut extra)?;
                             let l = self.counted_id(regex, automaton)?;
                             self.syms.push(Sym::Lex(l));
                         }
                     }
                 }
-                self.flush_pieces(&mut run, max, i < helpers, split, &mut g)?;
+                self.flush_pieces(&mut run, max, i < helpers, split, &mut extra)?;
                 self.syms.push(Sym::End(i as u32));
             }
-            if self.alts.len() < g.rules.len() {
-                self.alts.resize(g.rules.len(), Vec::new());
+            if self.alts.len() < extra.rules.len() {
+                self.alts.resize(extra.rules.len(), Vec::new());
             }
             self.alts[i] = starts;
-            g.rules[i] = alternatives;
+            if let Some(helper) = helper {
+                extra.rules[i] = helper;
+            }
             i += 1;
         }
-        self.nullable = g.nullable();
+        self.nullable = if extra.rules.len() == helpers {
+            g.nullable()
+        } else {
+            extra.rules[..helpers].clone_from_slice(&g.rules);
+            extra.nullable()
+        };
         let root_nullable = self.nullable[0];
         Ok(self.finish(vec![Sym::Rule(0)], root_nullable))
     }
@@ -354,24 +368,22 @@ impl<'a> Lowering<'a> {
         let measures: Vec<Measure> = run.iter().map(|(_, part)| part.measure()).collect();
         let joined = Measure::join(measures.clone());
         if join && run.len() > 1 && self.fits_lazily_in(joined, max) {
-            let key: String = run.iter().map(|(r, _)| format!("(?:{r})")).collect();
+            let key = joined_key(run.iter().map(|(r, _)| *r));
             let id = self.lazy_id(&key, Some(joined.weight), || {
-                let trees: Option<Vec<Hir>> = run
-                    .iter()
-                    .map(|(_, part)| match part {
-                        Part::Tree(tree) => Some((**tree).clone()),
-                        Part::Text(_) => None,
-                    })
-                    .collect();
-                if let Some(trees) = trees {
-                    return Ok(Unmade::Tree(Arc::new(Hir::concat(trees))));
+                // The parts as they are (no tree of the join copied from
+                // them); texts parsed when made, each once for every
+                // lexeme that holds it. Trees are checked now, as a
+                // lexeme of one tree is.
+                let mut nullable = true;
+                for (_, part) in run.iter() {
+                    nullable &= match part {
+                        Part::Tree(tree) => {
+                            LazyDfa::check_tree(tree)?;
+                            LazyDfa::matches_empty(tree)
+                        }
+                        Part::Text(v) => v.nullable,
+                    };
                 }
-                // The texts parsed when made, each once for every lexeme
-                // that holds it.
-                let nullable = run.iter().all(|(_, part)| match part {
-                    Part::Tree(tree) => LazyDfa::matches_empty(tree),
-                    Part::Text(v) => v.nullable,
-                });
                 let parts = run
                     .iter()
                     .map(|(regex, part)| match part {
@@ -571,7 +583,7 @@ impl<'a> Lowering<'a> {
     ) -> Result<(), GrammarError> {
         let sources: Vec<Source> = run.iter().map(|r| self.sources[r].clone()).collect();
         if run.len() > 1 {
-            let key: String = run.iter().map(|r| format!("(?:{r})")).collect();
+            let key = joined_key(run.iter().map(String::as_str));
             let measures: Option<Vec<Measure>> =
                 sources.iter().map(|s| measure(s, trees)).collect();
             let joined = measures.map(Measure::join);
@@ -859,4 +871,14 @@ number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
 ws     ::= {ws}
 "#
     )
+}
+/// The key of a lexeme of `regexes` one after the other: each in a group.
+fn joined_key<'r>(regexes: impl Iterator<Item = &'r str> + Clone) -> String {
+    let mut key = String::with_capacity(regexes.clone().map(|r| r.len() + 4).sum());
+    for r in regexes {
+        key.push_str("(?:");
+        key.push_str(r);
+        key.push(')');
+    }
+    key
 }
