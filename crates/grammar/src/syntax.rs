@@ -100,6 +100,8 @@ fn fast<'a>(text: &'a str, nest_limit: u32, memo: &mut Memo<'a>) -> Option<Hir> 
         deepest: 0,
         captures: 0,
         memo,
+        stack: Vec::new(),
+        bytes: Vec::new(),
     };
     let hir = p.alternation(0)?;
     (p.at == text.len()).then_some(hir)
@@ -114,6 +116,12 @@ struct Parser<'a, 'm> {
     deepest: u32,
     captures: u32,
     memo: &'m mut Memo<'a>,
+    /// Items of the sequences and alternations being read, innermost
+    /// last: each reading takes its own from the top into a vector of
+    /// their exact number (no vector grown item by item).
+    stack: Vec<Hir>,
+    /// The literal characters of the sequences being read, the same way.
+    bytes: Vec<u8>,
 }
 
 /// One side of a class operation, or a class item.
@@ -150,23 +158,26 @@ impl<'a> Parser<'a, '_> {
         if !self.enter(depth) {
             return None;
         }
-        let mut alternatives = vec![self.concat(depth)?];
-        while self.eat("|") {
-            alternatives.push(self.concat(depth)?);
+        let first = self.concat(depth)?;
+        if self.peek() != Some('|') {
+            return Some(first);
         }
-        Some(if alternatives.len() == 1 {
-            alternatives.pop().expect("one")
-        } else {
-            Hir::alternation(alternatives)
-        })
+        let base = self.stack.len();
+        self.stack.push(first);
+        while self.eat("|") {
+            let alternative = self.concat(depth)?;
+            self.stack.push(alternative);
+        }
+        Some(Hir::alternation(self.stack.drain(base..).collect()))
     }
 
     /// Items up to a `|`, a `)` or the end. Literal characters in a row
     /// (none with a quantifier of its own) make one literal, as
     /// `Hir::concat` would join them, without a tree node each.
     fn concat(&mut self, depth: u32) -> Option<Hir> {
-        let mut items = Vec::new();
-        let mut run: Vec<u8> = Vec::new();
+        // (A reading that fails ends the whole fast reading: what it left
+        // on the stacks is not read again.)
+        let (base, run) = (self.stack.len(), self.bytes.len());
         while let Some(c) = self.peek() {
             if c == '|' || c == ')' {
                 break;
@@ -184,21 +195,39 @@ impl<'a> Parser<'a, '_> {
                 }
             };
             let Some(char) = char else {
-                flush_literal(&mut run, &mut items);
+                self.flush_literal(run);
                 let atom = self.atom(depth)?;
-                items.push(self.repetition(atom)?);
+                let item = self.repetition(atom)?;
+                self.stack.push(item);
                 continue;
             };
             if matches!(self.peek(), Some('*' | '+' | '?' | '{')) {
-                flush_literal(&mut run, &mut items);
-                items.push(self.repetition(literal(char))?);
+                self.flush_literal(run);
+                let item = self.repetition(literal(char))?;
+                self.stack.push(item);
             } else {
                 let mut buf = [0u8; 4];
-                run.extend_from_slice(char.encode_utf8(&mut buf).as_bytes());
+                self.bytes
+                    .extend_from_slice(char.encode_utf8(&mut buf).as_bytes());
             }
         }
-        flush_literal(&mut run, &mut items);
-        Some(Hir::concat(items))
+        self.flush_literal(run);
+        // One item is its own concatenation (`Hir::concat` would take it
+        // apart and build it again: an allocation and a free a node).
+        Some(if self.stack.len() == base + 1 {
+            self.stack.pop().expect("one")
+        } else {
+            Hir::concat(self.stack.drain(base..).collect())
+        })
+    }
+
+    /// The literal characters gathered from `run`, if any, as one item.
+    fn flush_literal(&mut self, run: usize) {
+        if self.bytes.len() > run {
+            let hir = Hir::literal(&self.bytes[run..]);
+            self.bytes.truncate(run);
+            self.stack.push(hir);
+        }
     }
 
     fn atom(&mut self, depth: u32) -> Option<Hir> {
@@ -462,13 +491,6 @@ impl<'a> Parser<'a, '_> {
             '[' => None,
             c => Some(c),
         }
-    }
-}
-
-/// The literal characters of `run`, if any, as one item of `items`.
-fn flush_literal(run: &mut Vec<u8>, items: &mut Vec<Hir>) {
-    if !run.is_empty() {
-        items.push(Hir::literal(std::mem::take(run)));
     }
 }
 
