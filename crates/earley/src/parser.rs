@@ -728,6 +728,9 @@ pub(crate) struct Walker {
     levels: Vec<Level>,
     /// Chunks of items whose origin is a chart set, for one walk.
     set_memo: FxHashMap<(u32, usize), Arc<Chunk>>,
+    /// [`dedupe`]'s set of items met, kept (cleared) from one call to the
+    /// next rather than allocated for each.
+    seen: FxHashSet<(u32, u32, usize)>,
 }
 
 /// The tokens of `items` as the sorted ids [`TokenSet::from_row`] would
@@ -755,7 +758,7 @@ fn few_ids(cfg: &Cfg, items: &[Item], words: usize) -> Option<Vec<u32>> {
 }
 
 /// Removes repeated items (the same item reached from two parents).
-fn dedupe(items: &mut Vec<Item>) {
+fn dedupe(items: &mut Vec<Item>, seen: &mut FxHashSet<(u32, u32, usize)>) {
     if items.len() < 2 {
         return;
     }
@@ -769,7 +772,7 @@ fn dedupe(items: &mut Vec<Item>) {
             }
         }
     } else {
-        let mut seen = FxHashSet::with_capacity_and_hasher(items.len(), FxBuild::default());
+        seen.clear();
         items.retain(|i| seen.insert(i.key()));
     }
 }
@@ -963,7 +966,7 @@ impl Walker {
             }
             // Each part is closed, and so is their union: closing it again
             // would only find the completions already made.
-            dedupe(base);
+            dedupe(&mut self.levels[0].own, &mut self.seen);
             self.walk_subtree(
                 cfg,
                 trie,
@@ -1177,7 +1180,7 @@ impl Walker {
                 j = n.next as usize;
                 continue;
             }
-            dedupe(&mut scanned);
+            dedupe(&mut scanned, &mut self.seen);
             if scanned.len() > budget.max_items {
                 return Err(StepError::LimitExceeded {
                     what: "the Earley items after one byte".into(),
