@@ -178,9 +178,11 @@ impl Nfa {
 struct Compiler<'h> {
     nfa: Nfa,
     size_limit: usize,
-    /// Every byte or union state made, found by its kind and its ranges or
-    /// alternates: a state made again is the one made before.
-    made: HashTable<u32>,
+    /// Every byte or union state made, with its hash ([`slot_hash`], kept
+    /// so that growing the table hashes no state again), found by its kind
+    /// and its ranges or alternates: a state made again is the one made
+    /// before.
+    made: HashTable<(u64, u32)>,
     /// Unbounded repetitions compiled, by the hash of their tree and the
     /// state after them: the entry of the same loop before the same state.
     loops: HashMap<(u64, u32), Vec<(&'h Hir, u32)>>,
@@ -239,7 +241,10 @@ impl<'h> Compiler<'h> {
             return self.push(kind, at as u32, len as u32);
         }
         let hash = slot_hash(nfa, kind, at, len);
-        let same = |&q: &u32| {
+        let same = |&(h, q): &(u64, u32)| {
+            if h != hash {
+                return false;
+            }
             let s = nfa.slots[q as usize];
             match (kind, s.kind) {
                 (Kind::Bytes, Kind::Bytes) => {
@@ -251,7 +256,7 @@ impl<'h> Compiler<'h> {
                 _ => false,
             }
         };
-        if let Some(&q) = self.made.find(hash, same) {
+        if let Some(&(_, q)) = self.made.find(hash, same) {
             match kind {
                 Kind::Bytes => self.nfa.ranges.truncate(at),
                 _ => self.nfa.alternates.truncate(at),
@@ -259,11 +264,7 @@ impl<'h> Compiler<'h> {
             return Ok(q);
         }
         let q = self.push(kind, at as u32, len as u32)?;
-        let nfa = &self.nfa;
-        self.made.insert_unique(hash, q, |&q| {
-            let s = nfa.slots[q as usize];
-            slot_hash(nfa, s.kind, s.at as usize, s.len as usize)
-        });
+        self.made.insert_unique(hash, (hash, q), |&(h, _)| h);
         Ok(q)
     }
 
