@@ -428,6 +428,14 @@ impl Walk {
     }
 }
 
+/// The scratch of [`Lexeme::walk_below`], kept by its caller from one
+/// walk to the next.
+#[derive(Debug, Default)]
+pub(crate) struct BelowRoom {
+    pending: Vec<(u32, u32, u32)>,
+    refused: Runs,
+}
+
 /// Ranges of `TokenTrie::tokens` met in preorder, adjacent ones joined.
 #[derive(Debug, Default)]
 pub(crate) struct Runs {
@@ -436,6 +444,11 @@ pub(crate) struct Runs {
 }
 
 impl Runs {
+    pub(crate) fn clear(&mut self) {
+        self.runs.clear();
+        self.count = 0;
+    }
+
     /// The parts of these runs within the tokens `start..end`, added to
     /// `out`.
     fn clip_into(&self, (start, end): (u32, u32), out: &mut Runs) {
@@ -869,7 +882,8 @@ impl Lexeme {
             }
         } else {
             let mut kept = Runs::default();
-            self.walk_below(0, state, 0, &mut kept, &mut walk.exits);
+            let room = &mut BelowRoom::default();
+            self.walk_below(0, state, 0, (&mut kept, &mut walk.exits), room);
             for &(a, b) in &kept.runs {
                 walk.add(&trie.tokens[a as usize..b as usize]);
             }
@@ -914,19 +928,21 @@ impl Lexeme {
         node: u32,
         state: u32,
         depth: u32,
-        kept: &mut Runs,
-        exits: &mut Vec<(u32, u32)>,
+        (kept, exits): (&mut Runs, &mut Vec<(u32, u32)>),
+        room: &mut BelowRoom,
     ) {
         let trie = &*self.trie;
         let dfa = self.dfa();
-        let mut pending = vec![(node, state, depth)];
-        // The scans' scratch (what they refuse is not asked for).
-        let (mut stack, mut refused) = (Vec::new(), Runs::default());
+        let BelowRoom { pending, refused } = room;
+        pending.clear();
+        pending.push((node, state, depth));
+        // The scans' stack (what they refuse is not asked for).
+        let mut stack = Vec::new();
         while let Some((node, from, depth)) = pending.pop() {
             if self.is_wide(from) {
                 let at = (node, from, depth);
-                refused.runs.clear();
-                self.scan_subtree(at, &mut stack, kept, &mut refused, exits);
+                refused.clear();
+                self.scan_subtree(at, &mut stack, kept, refused, exits);
                 continue;
             }
             let (bytes, kids) = trie.kids(node as usize);

@@ -25,7 +25,7 @@ use tokensieve_core::StepError;
 use tokensieve_grammar::TokenTrie;
 use tokensieve_grammar::dfa::DEAD;
 
-use crate::lexeme::{Lexeme, Runs, StateIndex, TokenSet};
+use crate::lexeme::{BelowRoom, Lexeme, Runs, StateIndex, TokenSet};
 
 /// The multiply-rotate hash of rustc (FxHash): item keys are a few
 /// integers, hashed on every step of a walk, where SipHash's resistance to
@@ -731,6 +731,13 @@ pub(crate) struct Walker {
     /// [`dedupe`]'s set of items met, kept (cleared) from one call to the
     /// next rather than allocated for each.
     seen: FxHashSet<(u32, u32, usize)>,
+    /// Room kept between walks (cleared), so that a walk of a few nodes
+    /// allocates nothing: item lists of the node walks, and the runs and
+    /// exits of the lexeme walks.
+    spare: Vec<Vec<Item>>,
+    kept: Runs,
+    exits: Vec<(u32, u32)>,
+    below: BelowRoom,
 }
 
 /// The tokens of `items` as the sorted ids [`TokenSet::from_row`] would
@@ -1157,7 +1164,7 @@ impl Walker {
         mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
     ) -> Result<(), StepError> {
         let mut j = first;
-        let mut scanned = Vec::new();
+        let mut scanned = self.spare.pop().unwrap_or_default();
         while j < end {
             let n = trie.nodes[j];
             let d = (n.depth - base_depth) as usize;
@@ -1223,6 +1230,8 @@ impl Walker {
             }
             j += 1;
         }
+        scanned.clear();
+        self.spare.push(scanned);
         Ok(())
     }
 
@@ -1258,15 +1267,23 @@ impl Walker {
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
             self.walk_nodes(cfg, trie, below(j), base_depth, row, budget, reborrowed)?;
         }
-        let mut kept = Runs::default();
-        let mut exits = Vec::new();
+        // Taken (a walk below an exit takes its own) and put back.
+        let mut kept = std::mem::take(&mut self.kept);
+        let mut exits = std::mem::take(&mut self.exits);
         for item in &items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 unreachable!("a scanned item is a lexeme's");
             };
-            kept.runs.clear();
+            kept.clear();
             exits.clear();
-            cfg.lexemes[l as usize].walk_below(j as u32, item.lex, n.depth, &mut kept, &mut exits);
+            let lexeme = &cfg.lexemes[l as usize];
+            lexeme.walk_below(
+                j as u32,
+                item.lex,
+                n.depth,
+                (&mut kept, &mut exits),
+                &mut self.below,
+            );
             budget.spend(kept.runs.len() + exits.len())?;
             for &(a, b) in &kept.runs {
                 for &t in &trie.tokens[a as usize..b as usize] {
@@ -1299,6 +1316,8 @@ impl Walker {
         // The level's room, for the next node at this depth.
         items.clear();
         self.levels[d].own = items;
+        self.kept = kept;
+        self.exits = exits;
         Ok(())
     }
 }
