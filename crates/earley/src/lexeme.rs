@@ -689,6 +689,8 @@ pub(crate) struct Lexeme {
     skeletons: Arc<Skeletons>,
     states: Grow<StateIndex>,
     first: Grow<[u64; 4]>,
+    /// The bytes of each byte class of the automaton, as 256-bit sets.
+    class_bytes: OnceLock<Vec<[u64; 4]>>,
     runs: TextRuns,
     /// The [`LoopWalk`] of each loop state walked through a skeleton.
     loops: Mutex<HashMap<u32, Arc<LoopWalk>>>,
@@ -731,6 +733,7 @@ impl Lexeme {
             skeletons,
             states: Grow::default(),
             first: Grow::default(),
+            class_bytes: OnceLock::new(),
             runs,
             loops: Mutex::default(),
         }
@@ -832,15 +835,29 @@ impl Lexeme {
     /// The bytes `state` can take, as a 256-bit set.
     pub(crate) fn first_bytes(&self, state: u32) -> &[u64; 4] {
         self.first.get_or_init(state, || {
-            let dfa = self.dfa();
-            let (row, classes) = (dfa.row(state), dfa.classes());
+            let row = self.dfa().row(state);
             let mut set = [0u64; 4];
-            for b in 0..=255u8 {
-                if row[classes[b as usize] as usize] != DEAD {
-                    set[b as usize >> 6] |= 1 << (b & 63);
+            // A row may have columns past the byte classes (none a byte's).
+            for (bytes, &to) in self.class_bytes().iter().zip(row) {
+                if to != DEAD {
+                    for (w, b) in set.iter_mut().zip(bytes) {
+                        *w |= b;
+                    }
                 }
             }
             set
+        })
+    }
+
+    fn class_bytes(&self) -> &[[u64; 4]] {
+        self.class_bytes.get_or_init(|| {
+            let classes = self.dfa().classes();
+            let count = classes.iter().max().map_or(0, |&c| c as usize + 1);
+            let mut sets = vec![[0u64; 4]; count];
+            for (b, &c) in classes.iter().enumerate() {
+                sets[c as usize][b >> 6] |= 1 << (b & 63);
+            }
+            sets
         })
     }
 
