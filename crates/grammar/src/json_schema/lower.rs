@@ -96,12 +96,34 @@ impl<'a> Node<'a> {
     pub fn child(&self, v: &'a Value, key: &str) -> Node<'a> {
         Node {
             v,
-            ptr: format!("{}/{}", self.ptr, key.replace('~', "~0").replace('/', "~1")),
+            ptr: self.at(key),
         }
     }
 
+    /// The JSON pointer of `key` below this node. (Made for every node
+    /// lowered, so written in one allocation, without the formatting
+    /// machinery.)
     pub fn at(&self, key: &str) -> String {
-        format!("{}/{}", self.ptr, key.replace('~', "~0").replace('/', "~1"))
+        let mut ptr = String::with_capacity(self.ptr.len() + 1 + key.len());
+        ptr.push_str(&self.ptr);
+        ptr.push('/');
+        push_pointer_token(&mut ptr, key);
+        ptr
+    }
+}
+
+/// `token` escaped as a JSON pointer writes it (`~` as `~0`, `/` as `~1`).
+fn push_pointer_token(out: &mut String, token: &str) {
+    if !token.contains(['~', '/']) {
+        out.push_str(token);
+        return;
+    }
+    for c in token.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
     }
 }
 
@@ -1213,9 +1235,13 @@ impl<'a> Lowerer<'a> {
         let mut target = self.root;
         let mut canonical = String::new();
         for token in fragment.split('/').skip(1) {
-            let token = token.replace("~1", "/").replace("~0", "~");
+            let token: std::borrow::Cow<str> = if token.contains('~') {
+                token.replace("~1", "/").replace("~0", "~").into()
+            } else {
+                token.into()
+            };
             target = match target {
-                Value::Object(map) => map.get(&token),
+                Value::Object(map) => map.get(&*token),
                 Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
                 _ => None,
             }
@@ -1223,7 +1249,7 @@ impl<'a> Lowerer<'a> {
                 GrammarError::schema_at(ref_ptr, format!("`$ref` {reference:?} points to nothing"))
             })?;
             canonical.push('/');
-            canonical.push_str(&token.replace('~', "~0").replace('/', "~1"));
+            push_pointer_token(&mut canonical, &token);
         }
         Ok((target, canonical))
     }

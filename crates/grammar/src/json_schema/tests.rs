@@ -994,6 +994,15 @@ fn malformed_schemas_are_errors_with_pointers() {
         "/properties/a/enum",
     );
     invalid_at(json!({"properties": {"a": 3}}), "/properties/a");
+    // A key holding `~` or `/` is escaped in the pointer.
+    invalid_at(
+        json!({"properties": {"a~b/c": {"type": "strnig"}}}),
+        "/properties/a~0b~1c/type",
+    );
+    invalid_at(
+        json!({"definitions": {"x/~y": {"minLength": -1}}, "properties": {"a": {"$ref": "#/definitions/x~1~0y"}}}),
+        "/definitions/x~1~0y/minLength",
+    );
     invalid_at(json!({"required": "a"}), "/required");
     unsupported_at(
         json!({"properties": {"a": {"type": "string", "not": {"pattern": "a"}}}}),
