@@ -83,7 +83,7 @@ impl Lang {
         let (text, nest) = if is_atomic(&text) {
             (text, nest)
         } else {
-            (format!("(?:{text})"), nest + 1)
+            (grouped(&text, 0), nest + 1)
         };
         Lang::Re(Rx {
             text,
@@ -297,19 +297,37 @@ pub(crate) fn repeat(x: Lang, min: u32, max: Option<u32>) -> Lang {
     if min == 1 && max == Some(1) {
         return Lang::Re(rx);
     }
+    // Room for the widest quantifier, `{m,n}` of two u32.
+    const QUANTIFIER: usize = 23;
     let (mut text, mut nest) = if rx.prec == Prec::Atom {
-        (rx.text, rx.nest)
+        let mut text = rx.text;
+        text.reserve(QUANTIFIER);
+        (text, rx.nest)
     } else {
-        (format!("(?:{})", rx.text), rx.nest + 1)
+        (grouped(&rx.text, QUANTIFIER), rx.nest + 1)
     };
     nest += 1;
+    let number = |n: u32, text: &mut String| {
+        use std::fmt::Write;
+        write!(text, "{n}").expect("a String takes any text");
+    };
     match (min, max) {
         (0, Some(1)) => text.push('?'),
         (0, None) => text.push('*'),
         (1, None) => text.push('+'),
-        (m, None) => text.push_str(&format!("{{{m},}}")),
-        (m, Some(n)) if m == n => text.push_str(&format!("{{{m}}}")),
-        (m, Some(n)) => text.push_str(&format!("{{{m},{n}}}")),
+        (m, max) => {
+            text.push('{');
+            number(m, &mut text);
+            match max {
+                Some(n) if n == m => {}
+                Some(n) => {
+                    text.push(',');
+                    number(n, &mut text);
+                }
+                None => text.push(','),
+            }
+            text.push('}');
+        }
     }
     let copies = match max {
         Some(n) => u64::from(n.max(1)),
@@ -321,6 +339,17 @@ pub(crate) fn repeat(x: Lang, min: u32, max: Option<u32>) -> Lang {
         nest,
         weight: rx.weight.saturating_mul(copies),
     })
+}
+
+/// `(?:text)` in a string of its size and `room` bytes more: written
+/// without the formatting machinery, whose first guess of the size is the
+/// literal parts', so that a long text grew by copies.
+fn grouped(text: &str, room: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 4 + room);
+    out.push_str("(?:");
+    out.push_str(text);
+    out.push(')');
+    out
 }
 
 /// `x?`
