@@ -1374,9 +1374,13 @@ pub(crate) fn lexeme(
     limits: &DfaLimits,
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
-    shared(regex.to_string(), vocab, limits, share, || {
-        ByteDfa::build(regex, limits).map(|d| Making::Now(LexDfa::Eager(d)))
-    })
+    shared(
+        || regex.to_string(),
+        vocab,
+        limits,
+        share,
+        || ByteDfa::build(regex, limits).map(|d| Making::Now(LexDfa::Eager(d))),
+    )
 }
 
 /// How a lexeme gets its automaton.
@@ -1477,7 +1481,7 @@ pub(crate) fn lazy_lexeme(
     build: impl FnOnce() -> Result<Making, GrammarError>,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     // NUL never appears in a regex we build, so this key is no regex's.
-    shared(format!("\0~{regex}"), vocab, limits, share, build)
+    shared(|| format!("\0~{regex}"), vocab, limits, share, build)
 }
 
 /// The lexeme of a counted repetition (`key` names its regex), shared like
@@ -1490,9 +1494,13 @@ pub(crate) fn counted_lexeme(
     limits: &DfaLimits,
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
-    shared(key.to_string(), vocab, limits, share, || {
-        Ok(Making::Now(LexDfa::Counted(automaton)))
-    })
+    shared(
+        || key.to_string(),
+        vocab,
+        limits,
+        share,
+        || Ok(Making::Now(LexDfa::Counted(automaton))),
+    )
 }
 
 /// The lexeme of the texts every one of `regexes` matches (their
@@ -1505,18 +1513,19 @@ pub(crate) fn intersection_lexeme(
     share: bool,
 ) -> Result<Arc<Lexeme>, GrammarError> {
     // NUL never appears in a regex we build, so this key is no regex's.
-    let key = format!("\0&{}", regexes.join("\0"));
+    let key = || format!("\0&{}", regexes.join("\0"));
     shared(key, vocab, limits, share, || {
         let patterns: Vec<&str> = regexes.iter().map(String::as_str).collect();
         LazyProduct::build(&patterns, limits).map(|d| Making::Now(LexDfa::Product(d)))
     })
 }
 
-/// The cached lexeme of `key`, or the one `build` makes (kept, failure
-/// included); without `share`, a new one, neither read from the cache nor
-/// kept in it (a cold compile: [`crate::EarleyConfig::shared_lexemes`]).
+/// The cached lexeme of `key` (written only if it is looked up), or the
+/// one `build` makes (kept, failure included); without `share`, a new one,
+/// neither read from the cache nor kept in it (a cold compile:
+/// [`crate::EarleyConfig::shared_lexemes`]).
 fn shared(
-    key: String,
+    key: impl FnOnce() -> String,
     vocab: &LexVocab,
     limits: &DfaLimits,
     share: bool,
@@ -1533,7 +1542,7 @@ fn shared(
     if !share {
         return build().map(make);
     }
-    let key = (vocab.trie.fingerprint(), key, limits.max_dfa_states);
+    let key = (vocab.trie.fingerprint(), key(), limits.max_dfa_states);
     {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         let map = &lexeme_cache(&mut cache).map;
