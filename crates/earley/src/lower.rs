@@ -872,6 +872,7 @@ ws     ::= {ws}
 "#
     )
 }
+
 /// The key of a lexeme of `regexes` one after the other: each in a group.
 fn joined_key<'r>(regexes: impl Iterator<Item = &'r str> + Clone) -> String {
     let mut key = String::with_capacity(regexes.clone().map(|r| r.len() + 4).sum());
