@@ -269,6 +269,29 @@ fn unconstrained_values_nest_to_any_depth_and_extra_members_follow_json_schema()
     assert!(!accepts(&b, &strict, br#"{"id": 1, "note": "x"}"#));
 }
 
+/// Extra members' keys are strings of unescaped characters but the
+/// declared names: a declared name that a key writes escaped (a newline,
+/// a quote, a backslash in it) opens no way for that character unescaped
+/// (session 29: `{"a<newline>": 1}` and `{"q"": 1}` were accepted).
+#[test]
+fn names_written_escaped_let_no_raw_character_into_other_keys() {
+    let b = backend();
+    let schema = r#"{"type": "object", "properties": {
+        "a\nb": {"type": "integer"}, "q\"r": {"type": "integer"}, "s\\t": {"type": "integer"}}}"#;
+    let c = Constraint::json_schema(schema);
+    assert!(accepts(&b, &c, br#"{"a\nb": 1}"#));
+    assert!(accepts(&b, &c, br#"{"q\"r": 1, "s\\t": 2}"#));
+    assert!(accepts(&b, &c, br#"{"a": 1}"#));
+    for bad in [
+        &b"{\"a\n\": 1}"[..],
+        b"{\"a\nb\": 1}",
+        b"{\"q\"\": 1}",
+        b"{\"s\\\": 1}",
+    ] {
+        assert!(!accepts(&b, &c, bad), "{}", String::from_utf8_lossy(bad));
+    }
+}
+
 #[test]
 fn what_cannot_be_served_is_an_error_naming_where() {
     let b = backend();

@@ -1437,11 +1437,24 @@ fn nonempty_subsequence(items: &[Lang], sep: &Lang) -> Lang {
 /// per node (their UTF-8 sequences), where these make one.
 fn key_complement(names: &[String]) -> (KeyTrie, Lang) {
     let mut root = KeyTrie::default();
-    for name in names {
+    // A name with a character a key writes escaped (a quote, a backslash,
+    // a control character) equals no string of unescaped characters: it
+    // excludes nothing, and a path through it would let such a character
+    // into a key unescaped.
+    for name in names
+        .iter()
+        .filter(|n| n.chars().all(is_unescaped_key_char))
+    {
         root.insert(name);
     }
     let lang = root.complement();
     (root, lang)
+}
+
+/// Whether a JSON string holds `c` as itself (not escaped): what
+/// [`super::ecma::UNESCAPED_CLASS`] matches.
+fn is_unescaped_key_char(c: char) -> bool {
+    c >= ' ' && c != '"' && c != '\\'
 }
 
 /// [`key_complement`] in quotes: a whole key, and what its syntax tree
@@ -2067,11 +2080,15 @@ mod tests {
     /// among them), and the text holds one tail of "any character" only.
     #[test]
     fn key_complement_is_every_other_key() {
-        let names: Vec<String> = ["", "a", "ab", "abc", "b", "dé", "déf", "x-y"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        for k in [0, 1, 3, names.len()] {
+        // Names a key writes escaped exclude nothing (session 29: their
+        // paths let a quote or a control character into a key unescaped).
+        let names: Vec<String> = [
+            "", "a", "ab", "abc", "b", "dé", "déf", "x-y", "a\nb", "x\"", "y\\z",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for k in [0, 1, 3, names.len() - 3, names.len()] {
             let excluded = &names[k.min(names.len())..];
             let Lang::Re(rx) = key_complement(excluded).1 else {
                 panic!("no key at all");
@@ -2079,14 +2096,16 @@ mod tests {
             let tail = format!("{}*", super::super::ecma::UNESCAPED_CLASS);
             assert_eq!(rx.text.matches(&tail).count(), 1, "{}", rx.text);
             let re = regex_automata::meta::Regex::new(&format!("^(?:{})$", rx.text)).unwrap();
-            let alphabet = ['a', 'b', 'c', 'd', 'é', 'f', 'x', '-', 'y', 'z'];
+            let alphabet = [
+                'a', 'b', 'c', 'd', 'é', 'f', 'x', '-', 'y', 'z', '\n', '"', '\\',
+            ];
             let mut rng = SplitMix64(k as u64);
-            for _ in 0..3_000 {
+            for _ in 0..6_000 {
                 let len = rng.below(5);
                 let key: String = (0..len)
                     .map(|_| alphabet[rng.below(alphabet.len())])
                     .collect();
-                let expected = !excluded.contains(&key);
+                let expected = !excluded.contains(&key) && key.chars().all(is_unescaped_key_char);
                 assert_eq!(re.is_match(&key), expected, "{key:?} against {excluded:?}");
             }
         }
