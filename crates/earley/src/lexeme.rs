@@ -33,7 +33,9 @@ use tokensieve_core::GrammarError;
 use tokensieve_grammar::counted::LazyCounted;
 use tokensieve_grammar::dfa::{ALL_LEADS, DEAD};
 use tokensieve_grammar::grow::Grow;
-use tokensieve_grammar::lazy::{self, LazyDfa};
+use tokensieve_grammar::keys::OtherKeys;
+use tokensieve_grammar::lazy::{self, LazyDfa, Part};
+use tokensieve_grammar::pieces::Verbatim;
 use tokensieve_grammar::product::LazyProduct;
 use tokensieve_grammar::trie::Utf8At;
 use tokensieve_grammar::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep, TokenTrie};
@@ -1424,6 +1426,19 @@ pub(crate) enum TreeSource {
 pub(crate) enum SourcePart {
     Tree(Arc<Hir>),
     Text(Arc<str>),
+    /// An object's other keys, built from the names, never parsed.
+    Keys(Arc<OtherKeys>),
+}
+
+impl SourcePart {
+    /// The part of a verbatim piece's `regex`: the names it is built from
+    /// where the writer gave them, else the text.
+    pub(crate) fn of_text(regex: &str, verbatim: &Verbatim) -> SourcePart {
+        match &verbatim.keys {
+            Some(keys) => SourcePart::Keys(keys.clone()),
+            None => SourcePart::Text(Arc::from(regex)),
+        }
+    }
 }
 
 /// The trees of the regex texts a grammar's deferred lexemes have parsed,
@@ -1462,12 +1477,20 @@ pub(crate) fn parts_dfa(
     let trees = parts
         .iter()
         .map(|part| match part {
-            SourcePart::Tree(tree) => Ok(tree.clone()),
-            SourcePart::Text(text) => texts.tree(text),
+            SourcePart::Tree(tree) => Ok(Some(tree.clone())),
+            SourcePart::Text(text) => texts.tree(text).map(Some),
+            SourcePart::Keys(_) => Ok(None),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let refs: Vec<&Hir> = trees.iter().map(|t| &**t).collect();
-    LazyDfa::from_parts(&refs, limits)
+    let refs: Vec<Part<'_>> = parts
+        .iter()
+        .zip(&trees)
+        .map(|(part, tree)| match (part, tree) {
+            (SourcePart::Keys(keys), _) => Part::OtherKeys(keys),
+            (_, tree) => Part::Tree(tree.as_deref().expect("a tree for every other part")),
+        })
+        .collect();
+    LazyDfa::from_sources(&refs, limits)
 }
 
 /// The lexeme of `regex` with a lazily built DFA, made by `build` (from

@@ -277,7 +277,7 @@ impl<'a> Lowering<'a> {
                             run.push((regex, Part::Tree(tree.clone())));
                         }
                         PieceKind::Verbatim { regex, verbatim } => {
-                            run.push((regex, Part::Text(*verbatim)));
+                            run.push((regex, Part::Text(verbatim.clone())));
                         }
                         PieceKind::Rule(t) => {
                             self.flush_pieces(&mut run, max, i < helpers, split, &mut extra)?;
@@ -388,7 +388,7 @@ impl<'a> Lowering<'a> {
                     .iter()
                     .map(|(regex, part)| match part {
                         Part::Tree(tree) => SourcePart::Tree(tree.clone()),
-                        Part::Text(_) => SourcePart::Text(Arc::from(*regex)),
+                        Part::Text(v) => SourcePart::of_text(regex, v),
                     })
                     .collect();
                 Ok(Unmade::Parts {
@@ -407,7 +407,7 @@ impl<'a> Lowering<'a> {
                     Ok(match part {
                         Part::Tree(tree) => Unmade::Tree(tree),
                         Part::Text(v) => Unmade::Parts {
-                            parts: vec![SourcePart::Text(Arc::from(regex))],
+                            parts: vec![SourcePart::of_text(regex, &v)],
                             weight: v.weight,
                             nullable: v.nullable,
                         },

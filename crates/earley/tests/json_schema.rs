@@ -292,6 +292,46 @@ fn names_written_escaped_let_no_raw_character_into_other_keys() {
     }
 }
 
+/// An object of many properties takes as the key of its extra members
+/// any string but their names, an automaton built from the names (not
+/// from the long regex written for them): prefixes and extensions of a
+/// name are other keys, a name is its own property's.
+#[test]
+fn extra_members_of_a_large_object_take_every_other_key() {
+    let b = backend();
+    let mut properties: Vec<String> = (0..40)
+        .map(|i| format!("\"alpha_{i}\": {{\"type\": \"integer\"}}"))
+        .collect();
+    properties.push("\"ключ\": {\"type\": \"integer\"}".into());
+    let schema = format!(
+        r#"{{"type": "object", "properties": {{{}}}, "additionalProperties": {{"type": "string"}}}}"#,
+        properties.join(", ")
+    );
+    let c = Constraint::json_schema(&schema);
+    let cases = [
+        (r#"{"alpha_3": 1}"#, true),
+        (r#"{"alpha_3": "x"}"#, false),
+        (r#"{"alpha_": "x"}"#, true),
+        (r#"{"alpha_": 1}"#, false),
+        (r#"{"alpha_3x": "x"}"#, true),
+        (r#"{"alpha_39": 2, "alpha_40": "y"}"#, true),
+        (r#"{"alpha_40": 2}"#, false),
+        (r#"{"": "x"}"#, true),
+        (r#"{"ключ": 1}"#, true),
+        (r#"{"ключ": "x"}"#, false),
+        (r#"{"клю": "x"}"#, true),
+        (r#"{"ключи": "x"}"#, true),
+        (r#"{"клюя": "x"}"#, true),
+        // Other keys are written unescaped (a narrower language).
+        (r#"{"a\"b": "x"}"#, false),
+        ("{\"a\nb\": \"x\"}", false),
+        (r#"{"a"b": "x"}"#, false),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(accepts(&b, &c, text.as_bytes()), expected, "{text}");
+    }
+}
+
 #[test]
 fn what_cannot_be_served_is_an_error_naming_where() {
     let b = backend();

@@ -22,6 +22,7 @@ use tokensieve_core::{GrammarError, Location};
 
 use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
+use crate::keys::OtherKeys;
 use crate::nfa::{Mix, Nfa, State};
 
 const NOT_FORCED: u16 = 256;
@@ -171,6 +172,16 @@ impl std::fmt::Debug for LazyDfa {
     }
 }
 
+/// A part of a lazily built DFA's regex ([`LazyDfa::from_sources`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Part<'a> {
+    /// A syntax tree (no look-around, some text matching it).
+    Tree(&'a Hir),
+    /// A quoted object key that is none of some names, built from them
+    /// (never empty).
+    OtherKeys(&'a OtherKeys),
+}
+
 impl LazyDfa {
     /// Whether `hir` can be built lazily: no look-around.
     pub fn takes(hir: &Hir) -> bool {
@@ -222,8 +233,17 @@ impl LazyDfa {
     /// tree of it built (a copy of each part): parts parsed once and
     /// shared by several lexemes.
     pub fn from_parts(parts: &[&Hir], limits: &DfaLimits) -> Result<LazyDfa, GrammarError> {
+        let parts: Vec<Part<'_>> = parts.iter().map(|&hir| Part::Tree(hir)).collect();
+        LazyDfa::from_sources(&parts, limits)
+    }
+
+    /// [`LazyDfa::from_parts`] of parts some of which are no syntax tree:
+    /// an object's other keys built from the names ([`Part::OtherKeys`]).
+    pub fn from_sources(parts: &[Part<'_>], limits: &DfaLimits) -> Result<LazyDfa, GrammarError> {
         for part in parts {
-            LazyDfa::check_tree(part)?;
+            if let Part::Tree(hir) = part {
+                LazyDfa::check_tree(hir)?;
+            }
         }
         let nfa = Nfa::of_parts(parts, limits.nfa_size_limit)?;
         let live = co_reachable(&nfa);

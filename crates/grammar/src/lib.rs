@@ -58,6 +58,7 @@ pub mod gbnf;
 pub mod grammar;
 pub mod grow;
 pub mod json_schema;
+pub mod keys;
 pub mod lazy;
 mod minimize;
 mod nfa;

@@ -31,10 +31,14 @@
 
 use hashbrown::{HashMap, HashTable};
 use std::rc::Rc;
+use std::sync::OnceLock;
 
-use regex_syntax::hir::{Class, ClassUnicodeRange, Hir, HirKind, Repetition};
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
 use regex_syntax::utf8::{Utf8Range, Utf8Sequences};
 use tokensieve_core::{GrammarError, Location};
+
+use crate::keys::OtherKeys;
+pub(crate) use crate::lazy::Part;
 
 /// One byte range of a state and the state it leads to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,13 +92,13 @@ impl Nfa {
     /// `size_limit` heap bytes.
     #[cfg(test)]
     pub(crate) fn new(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
-        Nfa::compiled(&[hir], size_limit, true)
+        Nfa::compiled(&[Part::Tree(hir)], size_limit, true)
     }
 
     /// The NFA of `parts` one after the other (their concatenation,
     /// without a tree of it built; whole-text match, no look-around),
     /// within `size_limit` heap bytes.
-    pub(crate) fn of_parts(parts: &[&Hir], size_limit: usize) -> Result<Nfa, GrammarError> {
+    pub(crate) fn of_parts(parts: &[Part<'_>], size_limit: usize) -> Result<Nfa, GrammarError> {
         Nfa::compiled(parts, size_limit, true)
     }
 
@@ -102,15 +106,18 @@ impl Nfa {
     /// (none shared): what sharing is tested against.
     #[cfg(test)]
     pub(crate) fn with_copies(hir: &Hir, size_limit: usize) -> Result<Nfa, GrammarError> {
-        Nfa::compiled(&[hir], size_limit, false)
+        Nfa::compiled(&[Part::Tree(hir)], size_limit, false)
     }
 
-    fn compiled(parts: &[&Hir], size_limit: usize, share: bool) -> Result<Nfa, GrammarError> {
+    fn compiled(parts: &[Part<'_>], size_limit: usize, share: bool) -> Result<Nfa, GrammarError> {
         let mut c = Compiler::new(size_limit);
         c.share = share;
         let mut next = c.push(Kind::Match, 0, 0)?;
         for part in parts.iter().rev() {
-            next = c.compile(part, next)?;
+            next = match *part {
+                Part::Tree(hir) => c.compile(hir, next)?,
+                Part::OtherKeys(keys) => c.other_keys(keys, next)?,
+            };
         }
         c.nfa.start = next;
         let mut nfa = c.nfa;
@@ -481,6 +488,107 @@ impl<'h> Compiler<'h> {
         Ok(entry)
     }
 
+    /// A quoted key that is none of `keys`' names before `next`: one byte
+    /// state a node of the names' trie (no empty moves), whose ranges lead
+    /// to its children (a non-ASCII child through the continuation bytes
+    /// of its character), to the closing quote where no name ends, and
+    /// with every other character of a key to the rest of any key
+    /// ([`free_key_rest`]). Only a non-ASCII child shares its first byte
+    /// with characters that leave the trie: elsewhere a byte leads to
+    /// one state, as in a DFA.
+    fn other_keys(&mut self, keys: &OtherKeys, next: u32) -> Result<u32, GrammarError> {
+        let rest = self.compile(free_key_rest(), next)?;
+        let trie = keys.trie();
+        // Non-ASCII characters that leave the trie where no name goes on
+        // with one: a template made once, copied once before `rest`.
+        let all_non_ascii = [ClassUnicodeRange::new('\u{80}', '\u{10FFFF}')];
+        let leave_all = self.leave_non_ascii(&all_non_ascii, rest)?;
+        let mut states = vec![0u32; trie.len()];
+        let mut ranges: Vec<Transition> = Vec::new();
+        // Children come after their node: made first, from the last.
+        for (i, node) in trie.iter().enumerate().rev() {
+            ranges.clear();
+            // ASCII: each child's byte to it, the bytes between to the
+            // rest of any key, and the closing quote where no name ends.
+            let mut from = 0x20u8;
+            for &(c, child) in node.children.iter().filter(|(c, _)| c.is_ascii()) {
+                let b = c as u8;
+                push_key_bytes(&mut ranges, from, b, rest);
+                ranges.push(Transition {
+                    start: b,
+                    end: b,
+                    next: states[child as usize],
+                });
+                from = b + 1;
+            }
+            push_key_bytes(&mut ranges, from, 0x80, rest);
+            if !node.end {
+                ranges.push(Transition {
+                    start: b'"',
+                    end: b'"',
+                    next,
+                });
+            }
+            // Non-ASCII: each child's character through its continuation
+            // bytes, every other one to the rest of any key.
+            let mut wide = Vec::new();
+            for &(c, child) in node.children.iter().filter(|(c, _)| !c.is_ascii()) {
+                let mut utf8 = [0u8; 4];
+                let bytes = c.encode_utf8(&mut utf8).as_bytes();
+                let mut at = states[child as usize];
+                for &b in bytes[1..].iter().rev() {
+                    at = self.bytes([Transition {
+                        start: b,
+                        end: b,
+                        next: at,
+                    }])?;
+                }
+                ranges.push(Transition {
+                    start: bytes[0],
+                    end: bytes[0],
+                    next: at,
+                });
+                wide.push(c);
+            }
+            let leave = if wide.is_empty() {
+                leave_all
+            } else {
+                let mut others = ClassUnicode::new(all_non_ascii);
+                others.difference(&ClassUnicode::new(
+                    wide.iter().map(|&c| ClassUnicodeRange::new(c, c)),
+                ));
+                self.leave_non_ascii(others.ranges(), rest)?
+            };
+            if let Some(leave) = leave {
+                let State::Bytes(first) = self.nfa.state(leave) else {
+                    unreachable!("a class's entry reads a byte");
+                };
+                ranges.extend_from_slice(first);
+            }
+            states[i] = self.bytes(ranges.iter().copied())?;
+        }
+        self.bytes([Transition {
+            start: b'"',
+            end: b'"',
+            next: states[0],
+        }])
+    }
+
+    /// The entry of the UTF-8 sequences of `class` (non-ASCII characters)
+    /// before `next`, or `None` for an empty class (a class met before
+    /// before the same state is the copy made then, see
+    /// [`Compiler::instantiate`]).
+    fn leave_non_ascii(
+        &mut self,
+        class: &[ClassUnicodeRange],
+        next: u32,
+    ) -> Result<Option<u32>, GrammarError> {
+        if class.is_empty() {
+            return Ok(None);
+        }
+        self.instantiate(&template(class), next).map(Some)
+    }
+
     /// The trie of UTF-8 `sequences` (in code point order, so those with
     /// one first range are together) leading to `next`.
     fn utf8_trie(&mut self, sequences: &[&[Utf8Range]], next: u32) -> Result<u32, GrammarError> {
@@ -507,6 +615,36 @@ impl<'h> Compiler<'h> {
         }
         self.bytes(ranges)
     }
+}
+
+/// Pushes the bytes from `from` up to `to` (not included) that a key
+/// holds unescaped (not `"`, not `\`) as ranges leading to `rest`.
+fn push_key_bytes(ranges: &mut Vec<Transition>, from: u8, to: u8, rest: u32) {
+    let mut start = from;
+    for cut in [b'"', b'\\', to] {
+        let end = cut.min(to);
+        if start < end {
+            ranges.push(Transition {
+                start,
+                end: end - 1,
+                next: rest,
+            });
+        }
+        start = start.max(cut + 1);
+        if start >= to {
+            return;
+        }
+    }
+}
+
+/// Every character a JSON string holds unescaped, any number of them, and
+/// the closing quote: what follows a key once it has left the trie of the
+/// names ([`Compiler::other_keys`]).
+fn free_key_rest() -> &'static Hir {
+    static REST: OnceLock<Hir> = OnceLock::new();
+    REST.get_or_init(|| {
+        crate::dfa::parse(r#"[^"\\\x00-\x1F]*""#).expect("the rest of a key is a regex")
+    })
 }
 
 /// The hash a state is found by in [`Compiler::made`]: its kind and the

@@ -25,6 +25,7 @@ use tokensieve_core::GrammarError;
 use crate::compose::PLACEHOLDER_BASE;
 use crate::counted::LazyCounted;
 use crate::dfa::DfaLimits;
+use crate::keys::OtherKeys;
 
 /// One element of an alternative.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +78,7 @@ pub enum Piece {
 /// What the writer of a [`Piece::Verbatim`] regex knows of it without
 /// parsing it: the figures a backend decides by before it builds the
 /// automaton.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verbatim {
     /// About [`crate::regular::Measure`]'s weight of its syntax tree (no
     /// less).
@@ -86,6 +87,10 @@ pub struct Verbatim {
     pub depth: u32,
     /// Whether it matches the empty string.
     pub nullable: bool,
+    /// Where the regex is an object's other keys: the names they are
+    /// built from, for a backend that builds the automaton from them
+    /// ([`crate::lazy::Part::OtherKeys`]) and never parses the text.
+    pub keys: Option<Arc<OtherKeys>>,
 }
 
 /// Rules of alternatives of pieces. Rule 0 is the root; rule `i + 1` is the
@@ -172,7 +177,8 @@ pub fn split_with(
     };
     // One memo for every text: a definition inlined in two rules is read once.
     let mut memo = crate::syntax::Memo::default();
-    for &(r, v) in verbatim {
+    for (r, v) in verbatim {
+        let r = *r;
         let Some(text) = rules.get(r) else {
             return Err(GrammarError::InvalidSpec(format!(
                 "verbatim rule {r} of a regex grammar: there are {} rules",
@@ -181,7 +187,7 @@ pub fn split_with(
         };
         let piece = Piece::Verbatim {
             regex: text.clone(),
-            verbatim: v,
+            verbatim: v.clone(),
         };
         s.rules[r + 1] = vec![vec![piece.clone()]];
         s.verbatim[r + 1] = Some(piece);

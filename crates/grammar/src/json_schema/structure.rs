@@ -10,9 +10,11 @@ use super::lower::{
 use super::numeric::{self, Dec, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang, Prec};
 use super::unevaluated::Member;
+use crate::keys::{OtherKeys, is_unescaped_key_char};
 use crate::pieces::Verbatim;
 use crate::regular::class_weight;
 use serde_json::Value;
+use std::sync::Arc;
 use tokensieve_core::GrammarError;
 
 /// Leaves of the divide-and-conquer over optional members: each leaf is a
@@ -1451,12 +1453,6 @@ fn key_complement(names: &[String]) -> (KeyTrie, Lang) {
     (root, lang)
 }
 
-/// Whether a JSON string holds `c` as itself (not escaped): what
-/// [`super::ecma::UNESCAPED_CLASS`] matches.
-fn is_unescaped_key_char(c: char) -> bool {
-    c >= ' ' && c != '"' && c != '\\'
-}
-
 /// [`key_complement`] in quotes: a whole key, and what its syntax tree
 /// weighs ([`KeyTrie::weight`]; no string of it is empty).
 fn quoted_key_complement(names: &[String]) -> (Lang, Verbatim) {
@@ -1472,6 +1468,7 @@ fn quoted_key_complement(names: &[String]) -> (Lang, Verbatim) {
         weight,
         depth: quoted.nest().saturating_add(1),
         nullable: false,
+        keys: Some(Arc::new(OtherKeys::new(names))),
     };
     (quoted, verbatim)
 }
@@ -2107,6 +2104,85 @@ mod tests {
                     .collect();
                 let expected = !excluded.contains(&key) && key.chars().all(is_unescaped_key_char);
                 assert_eq!(re.is_match(&key), expected, "{key:?} against {excluded:?}");
+            }
+        }
+    }
+
+    /// A key built straight from the names ([`crate::keys::OtherKeys`])
+    /// is the language of the regex written for them, byte for byte:
+    /// names that are prefixes of each other, the empty name, characters
+    /// of two, three and four bytes, names written escaped; texts with
+    /// quotes, backslashes, control characters and bytes no UTF-8 holds.
+    #[test]
+    fn other_keys_built_from_the_names_are_the_key_complement() {
+        use crate::keys::OtherKeys;
+        use crate::lazy::{LazyDfa, Part};
+        let limits = crate::dfa::DfaLimits {
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_dfa_states: 50_000,
+            minimize: false,
+        };
+        let run = |d: &LazyDfa, bytes: &[u8]| {
+            let mut at = d.start();
+            for &b in bytes {
+                at = d.next(at, b);
+                if at == crate::dfa::DEAD {
+                    return false;
+                }
+            }
+            d.is_accepting(at)
+        };
+        let chars = ['a', 'b', '-', 'é', 'ê', '€', '😀', '"', '\\', '\n', '\x7F'];
+        let mut rng = SplitMix64(29);
+        for case in 0..60 {
+            let count = rng.below(6) + usize::from(case % 10 == 0) * 40;
+            let mut names: Vec<String> = (0..count)
+                .map(|_| {
+                    (0..rng.below(4))
+                        .map(|_| chars[rng.below(chars.len())])
+                        .collect()
+                })
+                .collect();
+            if case % 3 == 0 {
+                names.push(String::new());
+            }
+            let text = quoted_key_complement(&names).0;
+            let text = text.text().expect("a key language");
+            let written = LazyDfa::build(text, &limits).unwrap();
+            let keys = OtherKeys::new(&names);
+            let built = LazyDfa::from_sources(&[Part::OtherKeys(&keys)], &limits).unwrap();
+            let mut texts: Vec<Vec<u8>> = Vec::new();
+            for name in &names {
+                let quoted = format!("\"{name}\"");
+                texts.push(quoted.clone().into_bytes());
+                texts.push(quoted[..quoted.len() - 1].to_string().into_bytes());
+                texts.push(format!("\"{name}a\"").into_bytes());
+                texts.push(format!("\"{name}é\"").into_bytes());
+            }
+            for _ in 0..400 {
+                let mut t = vec![b'"'];
+                for _ in 0..rng.below(6) {
+                    match rng.below(12) {
+                        0 => t.push([0x80, 0xFF, 0xC3, 0xE2, 0x00][rng.below(5)]),
+                        _ => {
+                            let c = chars[rng.below(chars.len())];
+                            t.extend_from_slice(c.to_string().as_bytes());
+                        }
+                    }
+                }
+                if rng.below(4) != 0 {
+                    t.push(b'"');
+                }
+                texts.push(t);
+            }
+            for t in &texts {
+                assert_eq!(
+                    run(&built, t),
+                    run(&written, t),
+                    "{:?} with names {names:?}",
+                    String::from_utf8_lossy(t)
+                );
             }
         }
     }

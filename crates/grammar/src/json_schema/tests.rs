@@ -2084,8 +2084,14 @@ fn an_extra_members_key_is_one_verbatim_rule_per_set_of_names() {
     )
     .unwrap();
     assert_eq!(g.verbatim.len(), 1, "{:?}", g.rule_sources);
-    let (rule, verbatim) = g.verbatim[0];
+    let (rule, verbatim) = g.verbatim[0].clone();
     assert!(!verbatim.nullable);
+    // The names go with the text, for a backend that builds the key from
+    // them.
+    let keys = verbatim.keys.expect("the names of the other keys");
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(keys.names(), sorted);
     assert!(g.rules[rule].len() >= 512, "{} bytes", g.rules[rule].len());
     let pieces = g.to_pieces().unwrap();
     let mut in_place = 0;
