@@ -112,6 +112,14 @@ impl Nfa {
     fn compiled(parts: &[Part<'_>], size_limit: usize, share: bool) -> Result<Nfa, GrammarError> {
         let mut c = Compiler::new(size_limit);
         c.share = share;
+        // The state table and pools of the last NFA made on this thread,
+        // emptied: a lexeme's NFA is a few hundred states, and growing
+        // them from nothing was a fifth of making it.
+        let scratch = SCRATCH.with(|s| s.take()).unwrap_or_default();
+        c.made = scratch.made;
+        c.nfa.slots = scratch.slots;
+        c.nfa.ranges = scratch.ranges;
+        c.nfa.alternates = scratch.alternates;
         let mut next = c.push(Kind::Match, 0, 0)?;
         for part in parts.iter().rev() {
             next = match *part {
@@ -119,11 +127,25 @@ impl Nfa {
                 Part::OtherKeys(keys) => c.other_keys(keys, next)?,
             };
         }
-        c.nfa.start = next;
-        let mut nfa = c.nfa;
-        nfa.slots.shrink_to_fit();
-        nfa.ranges.shrink_to_fit();
-        nfa.alternates.shrink_to_fit();
+        let nfa = Nfa {
+            slots: c.nfa.slots.to_vec(),
+            ranges: c.nfa.ranges.to_vec(),
+            alternates: c.nfa.alternates.to_vec(),
+            start: next,
+        };
+        if c.nfa.slots.capacity() <= SCRATCH_STATES {
+            c.made.clear();
+            c.nfa.slots.clear();
+            c.nfa.ranges.clear();
+            c.nfa.alternates.clear();
+            let scratch = Scratch {
+                made: c.made,
+                slots: c.nfa.slots,
+                ranges: c.nfa.ranges,
+                alternates: c.nfa.alternates,
+            };
+            SCRATCH.with(|s| s.set(Some(scratch)));
+        }
         Ok(nfa)
     }
 
@@ -180,6 +202,24 @@ impl Nfa {
             + self.ranges.capacity() * std::mem::size_of::<Transition>()
             + self.alternates.capacity() * 4
     }
+}
+
+/// What [`Nfa::compiled`] keeps on its thread from one NFA to the next
+/// (emptied), so that a new NFA grows no table.
+#[derive(Default)]
+struct Scratch {
+    made: HashTable<(u64, u32)>,
+    slots: Vec<Slot>,
+    ranges: Vec<Transition>,
+    alternates: Vec<u32>,
+}
+
+/// Most states of an NFA whose tables are kept as [`Scratch`] (a big
+/// one's are freed with it).
+const SCRATCH_STATES: usize = 1 << 14;
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
 }
 
 struct Compiler<'h> {
