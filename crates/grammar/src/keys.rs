@@ -11,15 +11,29 @@
 //! straight from their trie, one byte state a trie node (see
 //! `nfa::Compiler::other_keys`), with no text read.
 
+use std::sync::OnceLock;
+
 /// A quoted JSON object key, `"` then a string of unescaped characters
 /// (space to DEL but `"` and `\`, and every non-ASCII character) that is
 /// none of the names, then `"`: the language of the lowering's
 /// `quoted_key_complement` of the same names.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub struct OtherKeys {
     /// The names a key may be written as unescaped, sorted, each once.
     names: Vec<String>,
+    /// Their trie, made when an NFA first needs it (the two lexemes of an
+    /// object's other keys, first member and after a comma, share it).
+    trie: OnceLock<Vec<KeyNode>>,
 }
+
+/// Keys are the same language when their names are the same.
+impl PartialEq for OtherKeys {
+    fn eq(&self, other: &OtherKeys) -> bool {
+        self.names == other.names
+    }
+}
+
+impl Eq for OtherKeys {}
 
 impl OtherKeys {
     /// The key that is none of `names`. A name holding a character that a
@@ -33,7 +47,10 @@ impl OtherKeys {
             .collect();
         names.sort_unstable();
         names.dedup();
-        OtherKeys { names }
+        OtherKeys {
+            names,
+            trie: OnceLock::new(),
+        }
     }
 
     /// The names excluded (those written unescaped), sorted.
@@ -45,7 +62,11 @@ impl OtherKeys {
     /// children after it), each with its children by character (in
     /// character order) and whether a name ends there. Node 0 is the
     /// empty prefix.
-    pub(crate) fn trie(&self) -> Vec<KeyNode> {
+    pub(crate) fn trie(&self) -> &[KeyNode] {
+        self.trie.get_or_init(|| self.make_trie())
+    }
+
+    fn make_trie(&self) -> Vec<KeyNode> {
         let mut nodes = vec![KeyNode::default()];
         for name in &self.names {
             let mut at = 0;
@@ -68,7 +89,7 @@ impl OtherKeys {
 }
 
 /// A node of [`OtherKeys::trie`].
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct KeyNode {
     pub end: bool,
     pub children: Vec<(char, u32)>,

@@ -615,8 +615,8 @@ impl<'h> Compiler<'h> {
     }
 
     /// The entry of the UTF-8 sequences of `class` (non-ASCII characters)
-    /// before `next`, or `None` for an empty class (a class met before
-    /// before the same state is the copy made then, see
+    /// before `next`, or `None` for an empty class (the same class made
+    /// earlier before the same state is that copy, see
     /// [`Compiler::instantiate`]).
     fn leave_non_ascii(
         &mut self,

@@ -6,10 +6,12 @@
 use super::LoweringLimits;
 use super::layout::{Layout, key_text};
 use super::rx::{self, Lang};
+use crate::keys::OtherKeys;
 use crate::pieces::Verbatim;
 use hashbrown::HashMap;
 use serde_json::{Map, Value};
 use std::rc::Rc;
+use std::sync::Arc;
 use tokensieve_core::{GrammarError, SpecOptions};
 
 // JSON value kinds, as bits. Numbers split into integral and non-integral
@@ -885,7 +887,10 @@ impl<'a> Lowerer<'a> {
             return lang;
         };
         let id = rules.add(key, text);
-        rules.verbatim.push((id, verbatim));
+        // The names go with the text, for a backend that builds the key
+        // from them (made only here: inline keys need no names).
+        let keys = Some(Arc::new(OtherKeys::new(names)));
+        rules.verbatim.push((id, Verbatim { keys, ..verbatim }));
         placeholder_lang(id)
     }
 

@@ -10,11 +10,10 @@ use super::lower::{
 use super::numeric::{self, Dec, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang, Prec};
 use super::unevaluated::Member;
-use crate::keys::{OtherKeys, is_unescaped_key_char};
+use crate::keys::is_unescaped_key_char;
 use crate::pieces::Verbatim;
 use crate::regular::class_weight;
 use serde_json::Value;
-use std::sync::Arc;
 use tokensieve_core::GrammarError;
 
 /// Leaves of the divide-and-conquer over optional members: each leaf is a
@@ -1468,7 +1467,7 @@ fn quoted_key_complement(names: &[String]) -> (Lang, Verbatim) {
         weight,
         depth: quoted.nest().saturating_add(1),
         nullable: false,
-        keys: Some(Arc::new(OtherKeys::new(names))),
+        keys: None,
     };
     (quoted, verbatim)
 }
