@@ -31,7 +31,7 @@ use regex_syntax::hir::Hir;
 
 use tokensieve_core::GrammarError;
 use tokensieve_grammar::counted::LazyCounted;
-use tokensieve_grammar::dfa::{ALL_LEADS, DEAD};
+use tokensieve_grammar::dfa::{ALL_LEADS, DEAD, utf8_live_leads};
 use tokensieve_grammar::grow::Grow;
 use tokensieve_grammar::keys::OtherKeys;
 use tokensieve_grammar::lazy::{self, LazyDfa, Part};
@@ -314,6 +314,9 @@ pub(crate) struct StateIndex {
 /// A state with at least this many live bytes is walked by a forward scan
 /// of the trie, not child list by child list (see [`Lexeme::build_state`]).
 const WIDE: u32 = 64;
+
+/// The most states a free zone gathers ([`Lexeme::free_zone`]).
+const ZONE_STATES: usize = 256;
 
 /// The shortest run of a text step walked through a chain's skeleton
 /// ([`Lexeme::chain_skeleton`]): below it, nearly every token is deeper
@@ -694,6 +697,9 @@ pub(crate) struct Lexeme {
     /// The bytes of each byte class of the automaton, as 256-bit sets.
     class_bytes: OnceLock<Vec<[u64; 4]>>,
     runs: TextRuns,
+    /// The free zone of each state asked about and of the states it
+    /// gathered ([`Lexeme::free_zone`]).
+    zones: Grow<Option<TextStep>>,
     /// The [`LoopWalk`] of each loop state walked through a skeleton.
     loops: Mutex<HashMap<u32, Arc<LoopWalk>>>,
 }
@@ -737,6 +743,7 @@ impl Lexeme {
             first: Grow::default(),
             class_bytes: OnceLock::new(),
             runs,
+            zones: Grow::default(),
             loops: Mutex::default(),
         }
     }
@@ -886,7 +893,16 @@ impl Lexeme {
         // trie in one pass.
         if self.is_wide(state) {
             if let Some((skeleton, into)) = self.loop_skeleton(state) {
-                self.scan_escapes(state, into, &skeleton, &mut walk);
+                if self.zone_is_wider(state) {
+                    // A search in a string (an unanchored `pattern`): the
+                    // loop's escapes are the bytes that go on a partial
+                    // match, most of the trie; the zone's are the quote's
+                    // and the backslash's.
+                    let zone = *self.free_zone(state).expect("a zone wider than the step");
+                    self.scan_zone(state, &zone, &mut walk);
+                } else {
+                    self.scan_escapes(state, into, &skeleton, &mut walk);
+                }
             } else if let Some(skeleton) = self.chain_skeleton(state) {
                 self.scan_chain(state, &skeleton, &mut walk);
             } else {
@@ -917,6 +933,195 @@ impl Lexeme {
             inside: walk.into_set(),
             exits,
             exit_span,
+        }
+    }
+
+    /// The free zone of `state`: the characters (ASCII bytes and the lead
+    /// bytes of multi-byte ones) that keep every string of them, read from
+    /// `state`, in live states where the lexeme does not end. A text step
+    /// says that of the characters that lead to one state; a zone allows
+    /// many (in `.*[0-9a-f]{64}.*` a hex digit goes on a partial match,
+    /// another character starts it again, and every one of them stays in
+    /// the search): a walk takes a subtree whole where the zone covers its
+    /// bytes, wherever in the search they lead.
+    ///
+    /// Gathered by taking bytes out: from the bytes `state` takes without
+    /// ending, the states they reach are gathered; where one kills or ends
+    /// on a byte of the set, the bytes that first reached it leave the set
+    /// (those it fails, at `state` itself; the lead bytes of characters
+    /// that fail, always), and the states are gathered again, until every
+    /// gathered state keeps every byte of the set. Many sets may hold; this
+    /// one keeps the characters a body goes on with (an escape's backslash
+    /// leaves, not the letters the escape refuses). Every state gathered is
+    /// given the same zone (its own may be wider; this one holds from it
+    /// too). `None` where nothing is free, or past [`ZONE_STATES`] states (a
+    /// string of bounded length gathers a state per character: its walks
+    /// are the chain's). A zone is a [`TextStep`] whose `to` is the state
+    /// it was gathered from.
+    fn free_zone(&self, state: u32) -> Option<&TextStep> {
+        if let Some(known) = self.zones.get(state) {
+            return known.as_ref();
+        }
+        let (zone, members) = self.gather_zone(state);
+        for &m in &members {
+            let _ = self.zones.slot(m).set(zone);
+        }
+        self.zones.get_or_init(state, || zone).as_ref()
+    }
+
+    /// The zone of `state` and the states it gathered (see
+    /// [`Lexeme::free_zone`]).
+    fn gather_zone(&self, state: u32) -> (Option<TextStep>, Vec<u32>) {
+        let dfa = self.dfa();
+        if state == DEAD || dfa.is_accepting(state) {
+            return (None, Vec::new());
+        }
+        let classes = self.class_bytes();
+        let ascii_of = |c: &[u64; 4]| [c[0], c[1]];
+        // The ASCII bytes a state takes to a live state where the lexeme
+        // goes on.
+        let quiet = |t: u32| {
+            let mut set = [0u64; 2];
+            for (c, &to) in classes.iter().zip(dfa.row(t)) {
+                if to != DEAD && !dfa.is_accepting(to) {
+                    let bytes = ascii_of(c);
+                    set = [set[0] | bytes[0], set[1] | bytes[1]];
+                }
+            }
+            set
+        };
+        let mut ascii = quiet(state);
+        let mut ends = Vec::new();
+        let mut leads = utf8_live_leads(dfa, state, &mut ends);
+        // The states gathered, each with the bytes that first reached it
+        // (`None`: a multi-byte character) and how many characters from
+        // `state` it is.
+        let mut members: Vec<(u32, Option<[u64; 2]>, u32)> = Vec::new();
+        let mut seen: hashbrown::HashSet<u32> = hashbrown::HashSet::new();
+        loop {
+            members.clear();
+            seen.clear();
+            members.push((state, Some([0, 0]), 0));
+            seen.insert(state);
+            let (mut kept_ascii, mut kept_leads) = (ascii, leads);
+            // The depth of the nearest states that failed: deeper ones are
+            // left for the next round (they may be reached only through the
+            // bytes that leave now).
+            let mut failed_at = u32::MAX;
+            let mut i = 0;
+            while i < members.len() {
+                if members.len() > ZONE_STATES {
+                    return (None, Vec::new());
+                }
+                let (t, entry, depth) = members[i];
+                if depth > failed_at {
+                    break;
+                }
+                i += 1;
+                // Bytes of the zone `t` kills or ends on, and whether a
+                // character of the zone's leads fails from it.
+                let mut failing = [0u64; 2];
+                let mut leads_kept = leads;
+                for (c, &to) in classes.iter().zip(dfa.row(t)) {
+                    let bytes = ascii_of(c);
+                    let bytes = [bytes[0] & ascii[0], bytes[1] & ascii[1]];
+                    if bytes == [0, 0] {
+                        continue;
+                    }
+                    if to == DEAD || dfa.is_accepting(to) {
+                        failing = [failing[0] | bytes[0], failing[1] | bytes[1]];
+                    } else if seen.insert(to) {
+                        members.push((to, Some(bytes), depth + 1));
+                    }
+                }
+                if leads != 0 {
+                    ends.clear();
+                    leads_kept &= utf8_live_leads(dfa, t, &mut ends);
+                    for &to in &ends {
+                        if seen.insert(to) {
+                            members.push((to, None, depth + 1));
+                        }
+                    }
+                }
+                if failing == [0, 0] && leads_kept == leads {
+                    continue;
+                }
+                failed_at = depth;
+                kept_leads &= leads_kept;
+                match entry {
+                    _ if failing == [0, 0] => {}
+                    Some(bytes) if depth > 0 => {
+                        kept_ascii = [kept_ascii[0] & !bytes[0], kept_ascii[1] & !bytes[1]]
+                    }
+                    Some(_) => {
+                        kept_ascii = [kept_ascii[0] & !failing[0], kept_ascii[1] & !failing[1]]
+                    }
+                    None => kept_leads = 0,
+                }
+            }
+            if (kept_ascii, kept_leads) == (ascii, leads) {
+                break;
+            }
+            (ascii, leads) = (kept_ascii, kept_leads);
+        }
+        if ascii == [0, 0] {
+            return (None, Vec::new());
+        }
+        let zone = TextStep {
+            ascii,
+            utf8: leads == ALL_LEADS,
+            leads,
+            to: state,
+        };
+        (Some(zone), members.into_iter().map(|(m, ..)| m).collect())
+    }
+
+    /// Whether the free zone of `state` takes more than its text step: a
+    /// walk through the zone keeps more subtrees whole than the step's.
+    fn zone_is_wider(&self, state: u32) -> bool {
+        // A zone wider than a step that takes every multi-byte character
+        // has another ASCII byte, whose state keeps every byte of the step
+        // alive: in a string's body, the backslash's escape kills most
+        // letters, and the quote ends the lexeme. Nothing to gather then.
+        let dfa = self.dfa();
+        if let Some(step) = self.runs.step(dfa, state)
+            && step.leads == ALL_LEADS
+        {
+            let first = self.first_bytes(state);
+            let classes = self.class_bytes();
+            let narrows = |b: usize| {
+                let t = dfa.next(state, b as u8);
+                t == DEAD
+                    || dfa.is_accepting(t)
+                    || classes.iter().zip(dfa.row(t)).any(|(c, &to)| {
+                        (c[0] & step.ascii[0] != 0 || c[1] & step.ascii[1] != 0)
+                            && (to == DEAD || dfa.is_accepting(to))
+                    })
+            };
+            let mut others = [first[0] & !step.ascii[0], first[1] & !step.ascii[1]];
+            let mut wider = false;
+            for (w, word) in others.iter_mut().enumerate() {
+                while *word != 0 && !wider {
+                    wider = !narrows(w * 64 + word.trailing_zeros() as usize);
+                    *word &= *word - 1;
+                }
+            }
+            if !wider {
+                return false;
+            }
+        }
+        let Some(zone) = self.free_zone(state).copied() else {
+            return false;
+        };
+        match self.runs.step(dfa, state) {
+            None => true,
+            Some(step) => {
+                let within = |a: u64, b: u64| a & !b == 0;
+                within(step.ascii[0], zone.ascii[0])
+                    && within(step.ascii[1], zone.ascii[1])
+                    && within(step.leads, zone.leads)
+                    && (step.ascii, step.leads) != (zone.ascii, zone.leads)
+            }
         }
     }
 
@@ -1159,6 +1364,57 @@ impl Lexeme {
             stack[trie.nodes[e].depth as usize - 1] = rows[chars as usize];
             let end = trie.nodes[e].next as usize;
             self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
+        }
+        walk.take_from_root(
+            trie,
+            &[&skeleton.kept, &kept],
+            &[&skeleton.refused, &refused],
+        );
+    }
+
+    /// The walk from `state` through the skeleton of its free zone `zone`
+    /// ([`Lexeme::free_zone`]): every token the skeleton keeps (its bytes
+    /// all the zone's: the walk stays in the zone's states), and the
+    /// subtree of each escape scanned from the state the walk is in at its
+    /// parent, read down the escape's path (escapes come in preorder: each
+    /// path goes on from the last one's).
+    fn scan_zone(&self, state: u32, zone: &TextStep, walk: &mut Walk) {
+        let trie = &*self.trie;
+        let dfa = self.dfa();
+        let classes = dfa.classes();
+        let skeleton = self.skeletons.get(trie, zone, trie.max_depth as u32);
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        // The nodes down to the last escape's parent: each with the end of
+        // its subtree and the state after its byte.
+        let mut path = vec![(0u32, trie.nodes.len() as u32, state)];
+        let (mut kept, mut refused) = (Runs::default(), Runs::default());
+        for &e in &skeleton.escapes {
+            while path.last().is_some_and(|&(_, end, _)| end <= e) {
+                path.pop();
+            }
+            while let Some(&(node, _, at)) = path.last() {
+                let (_, kids) = trie.kids(node as usize);
+                let child = kids[kids.partition_point(|&k| k <= e) - 1];
+                if child == e {
+                    break;
+                }
+                let n = trie.nodes[child as usize];
+                let next = dfa.row(at)[classes[n.byte as usize] as usize];
+                debug_assert!(next != DEAD, "a zone's byte kills no state of it");
+                path.push((child, n.next, next));
+            }
+            let at = path.last().expect("the root stays on the path").2;
+            let n = trie.nodes[e as usize];
+            stack[n.depth as usize - 1] = dfa.row(at);
+            let end = n.next as usize;
+            self.scan_range(
+                e as usize,
+                end,
+                &mut stack,
+                &mut kept,
+                &mut refused,
+                &mut walk.exits,
+            );
         }
         walk.take_from_root(
             trie,
@@ -1721,6 +1977,15 @@ mod tests {
             r#""[^"\\]*ab[^"\\]*""#,
             r#""[^"\\]*[ab]{3}[^"\\]*""#,
             r#""[^"\\]*(y:|中é)[^"\\]*" *:"#,
+            // With JSON escapes, a search whose partial matches take
+            // letters of the body: each walks the zone of the search (every
+            // character but the quote and the backslash), not the loop's
+            // skeleton, whose escapes are every letter of the match.
+            r#""(?:[^"\\]|\\["\\/bfnrt])*[aby]{2}(?:[^"\\]|\\["\\/bfnrt])*""#,
+            r#""[^"\\]*(?:a|é){2}[^"\\]*""#,
+            // A letter after which a character fails: its lead byte
+            // leaves the zone.
+            r#""(?:[^"\\a]|a[^"\\é])*""#,
             // Strings of bounded length: chains of states, each count its
             // own, walked through skeletons with budgets below and at the
             // trie's depth.
@@ -1736,6 +2001,7 @@ mod tests {
         let mut into_loop = 0;
         let mut loop_walks = 0;
         let mut chains = [0; 2];
+        let mut zones = 0;
         for regex in regexes {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
             let l = Lexeme::new(
@@ -1755,6 +2021,9 @@ mod tests {
                             .sum::<u32>()
                             >= WIDE
                 }));
+                zones += usize::from(
+                    l.is_wide(state) && l.loop_skeleton(state).is_some() && l.zone_is_wider(state),
+                );
                 if l.loop_skeleton(state).is_none() && l.chain_skeleton(state).is_some() {
                     let budgeted = l.runs.run(l.dfa(), state) < trie.max_depth as u32;
                     chains[usize::from(budgeted)] += 1;
@@ -1769,6 +2038,7 @@ mod tests {
         assert!(taken_whole >= 3, "the loops this test is about were found");
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
+        assert!(zones >= 4, "searches walked through their zones: {zones}");
     }
 
     /// Intersections (a pattern under a length) walk as every node would:

@@ -318,6 +318,36 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
     to: u32,
     as_before: impl Fn(u8) -> bool,
 ) -> u64 {
+    utf8_leads_where(dfa, state, as_before, |t| t == to)
+}
+
+/// The lead bytes of which every well-formed multi-byte UTF-8 character
+/// leads from `state` through live, non-accepting states to one such
+/// state, each of which is added to `ends` (those of characters from
+/// leads that fail too: a caller gathering the states a walk may be in
+/// gathers more, never fewer). For a walk whose characters may lead to
+/// many states (see [`text_step`] for one).
+pub fn utf8_live_leads<A: Automaton + ?Sized>(dfa: &A, state: u32, ends: &mut Vec<u32>) -> u64 {
+    let classes = dfa.byte_classes();
+    let as_before = |b: u8| b > 0 && classes.is_some_and(|c| c[b as usize] == c[b as usize - 1]);
+    let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
+    utf8_leads_where(dfa, state, as_before, |t| {
+        let live = alive(t);
+        if live && !ends.contains(&t) {
+            ends.push(t);
+        }
+        live
+    })
+}
+
+/// [`utf8_leads_to`], a character's last byte leading to a state `end`
+/// says yes to.
+fn utf8_leads_where<A: Automaton + ?Sized>(
+    dfa: &A,
+    state: u32,
+    as_before: impl Fn(u8) -> bool,
+    mut end: impl FnMut(u32) -> bool,
+) -> u64 {
     const ROOM: usize = 64;
     let alive = |t: u32| t != DEAD && !dfa.is_accepting(t);
     // The first byte asked: a state that takes no multi-byte character
@@ -358,7 +388,7 @@ fn utf8_leads_to<A: Automaton + ?Sized>(
             for &q in &states[..len] {
                 for b in firsts(lo, hi) {
                     let t = dfa.next(q, b);
-                    if (last && t != to) || !alive(t) {
+                    if !alive(t) || (last && !end(t)) {
                         return false;
                     }
                     if !next[..count].contains(&t) {
