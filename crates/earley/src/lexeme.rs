@@ -76,7 +76,9 @@ impl LexDfa {
         }
     }
 
-    #[inline]
+    // Always inlined: a walk's inner loop (see `walk_below`) asks it of
+    // every child, and a call there costs more than the lookup.
+    #[inline(always)]
     pub(crate) fn next(&self, state: u32, byte: u8) -> u32 {
         match self {
             LexDfa::Eager(d) => d.next(state, byte),
@@ -316,7 +318,17 @@ pub(crate) struct StateIndex {
 const WIDE: u32 = 64;
 
 /// The most states a free zone gathers ([`Lexeme::free_zone`]).
-const ZONE_STATES: usize = 256;
+const ZONE_STATES: usize = 128;
+
+/// A loop state is walked through its free zone, if it has a wider one,
+/// only where its own skeleton has at least this many escapes: gathering
+/// a zone makes the states it meets (a millisecond for a count of words),
+/// and a JSON string body's skeleton has about 1,500 (Llama 3).
+#[cfg(not(test))]
+const ZONE_ESCAPES: usize = 2048;
+/// One in tests, whose vocabularies are small: every wider zone walked.
+#[cfg(test)]
+const ZONE_ESCAPES: usize = 1;
 
 /// The shortest run of a text step walked through a chain's skeleton
 /// ([`Lexeme::chain_skeleton`]): below it, nearly every token is deeper
@@ -893,7 +905,7 @@ impl Lexeme {
         // trie in one pass.
         if self.is_wide(state) {
             if let Some((skeleton, into)) = self.loop_skeleton(state) {
-                if self.zone_is_wider(state) {
+                if skeleton.escapes.len() >= ZONE_ESCAPES && self.zone_is_wider(state) {
                     // A search in a string (an unanchored `pattern`): the
                     // loop's escapes are the bytes that go on a partial
                     // match, most of the trie; the zone's are the quote's
@@ -962,19 +974,25 @@ impl Lexeme {
         if let Some(known) = self.zones.get(state) {
             return known.as_ref();
         }
-        let (zone, members) = self.gather_zone(state);
+        let (zone, members, met) = self.gather_zone(state);
         for &m in &members {
             let _ = self.zones.slot(m).set(zone);
+        }
+        // A state met on the way but left out holds no zone of its own
+        // (none is always sound): gathering from each of them again
+        // would cost a gathering per state (a word count's).
+        for m in met {
+            let _ = self.zones.slot(m).set(None);
         }
         self.zones.get_or_init(state, || zone).as_ref()
     }
 
-    /// The zone of `state` and the states it gathered (see
-    /// [`Lexeme::free_zone`]).
-    fn gather_zone(&self, state: u32) -> (Option<TextStep>, Vec<u32>) {
+    /// The zone of `state`, the states it gathered, and every other state
+    /// met on the way (see [`Lexeme::free_zone`]).
+    fn gather_zone(&self, state: u32) -> (Option<TextStep>, Vec<u32>, Vec<u32>) {
         let dfa = self.dfa();
         if state == DEAD || dfa.is_accepting(state) {
-            return (None, Vec::new());
+            return (None, Vec::new(), Vec::new());
         }
         let classes = self.class_bytes();
         let ascii_of = |c: &[u64; 4]| [c[0], c[1]];
@@ -998,7 +1016,9 @@ impl Lexeme {
         // `state` it is.
         let mut members: Vec<(u32, Option<[u64; 2]>, u32)> = Vec::new();
         let mut seen: hashbrown::HashSet<u32> = hashbrown::HashSet::new();
+        let mut met: hashbrown::HashSet<u32> = hashbrown::HashSet::new();
         loop {
+            met.extend(members.iter().map(|m| m.0));
             members.clear();
             seen.clear();
             members.push((state, Some([0, 0]), 0));
@@ -1011,7 +1031,8 @@ impl Lexeme {
             let mut i = 0;
             while i < members.len() {
                 if members.len() > ZONE_STATES {
-                    return (None, Vec::new());
+                    met.extend(members.iter().map(|m| m.0));
+                    return (None, Vec::new(), met.into_iter().collect());
                 }
                 let (t, entry, depth) = members[i];
                 if depth > failed_at {
@@ -1064,8 +1085,10 @@ impl Lexeme {
             }
             (ascii, leads) = (kept_ascii, kept_leads);
         }
+        let members: Vec<u32> = members.into_iter().map(|(m, ..)| m).collect();
+        met.extend(members.iter().copied());
         if ascii == [0, 0] {
-            return (None, Vec::new());
+            return (None, Vec::new(), met.into_iter().collect());
         }
         let zone = TextStep {
             ascii,
@@ -1073,7 +1096,10 @@ impl Lexeme {
             leads,
             to: state,
         };
-        (Some(zone), members.into_iter().map(|(m, ..)| m).collect())
+        for m in &members {
+            met.remove(m);
+        }
+        (Some(zone), members, met.into_iter().collect())
     }
 
     /// Whether the free zone of `state` takes more than its text step: a

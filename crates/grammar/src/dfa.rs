@@ -388,7 +388,7 @@ fn utf8_leads_where<A: Automaton + ?Sized>(
             for &q in &states[..len] {
                 for b in firsts(lo, hi) {
                     let t = dfa.next(q, b);
-                    if !alive(t) || (last && !end(t)) {
+                    if (last && !end(t)) || !alive(t) {
                         return false;
                     }
                     if !next[..count].contains(&t) {
