@@ -651,11 +651,36 @@ const JSON_STRING_BODY: StepKey = ([0xFFFF_FFFB_0000_0000, 0xFFFF_FFFF_EFFF_FFFF
 /// with it, those of bounded strings' budgets on first use, and every
 /// grammar's [`Skeletons`] asks them first.
 #[derive(Debug, Clone)]
-pub(crate) struct VocabSkeleton(Arc<SkeletonTable>);
+pub(crate) struct VocabSkeleton(Arc<VocabWalks>);
+
+/// What a vocabulary keeps of JSON strings for every grammar on it (see
+/// [`VocabSkeleton`]).
+#[derive(Debug, Default)]
+struct VocabWalks {
+    table: SkeletonTable,
+    /// The walk from the body of a string that ends its lexeme (made on
+    /// first use; `None` if the reference automaton cannot be built).
+    body: OnceLock<Option<BodyWalk>>,
+}
+
+/// The walk from an unconstrained JSON string's body to the end of its
+/// lexeme at the closing quote, `STRING_CHAR*"`: the same for every
+/// lexeme whose automaton goes on from a state as this one's does from
+/// its start (a string value at the end of its lexeme), whichever lexeme
+/// and grammar it is in.
+#[derive(Debug)]
+struct BodyWalk {
+    dfa: ByteDfa,
+    index: Arc<StateIndex>,
+}
+
+/// The most states of a lexeme compared with [`BodyWalk`]'s automaton
+/// (which has nine).
+const BODY_STATES: usize = 32;
 
 impl VocabSkeleton {
     pub(crate) fn json_string_body(trie: &TokenTrie) -> VocabSkeleton {
-        let table = SkeletonTable::default();
+        let walks = VocabWalks::default();
         let (ascii, leads) = JSON_STRING_BODY;
         let step = TextStep {
             ascii,
@@ -663,8 +688,34 @@ impl VocabSkeleton {
             leads,
             to: 0,
         };
-        table.get(trie, &step, trie.max_depth as u32);
-        VocabSkeleton(Arc::new(table))
+        walks.table.get(trie, &step, trie.max_depth as u32);
+        VocabSkeleton(Arc::new(walks))
+    }
+
+    /// The [`BodyWalk`] on `trie` (the vocabulary's: every lexeme holding
+    /// this has it), made now if no walk has needed it yet.
+    fn body(&self, trie: &Arc<TokenTrie>, words: usize) -> Option<&BodyWalk> {
+        self.0
+            .body
+            .get_or_init(|| {
+                let regex = format!(r#"{}*""#, tokensieve_grammar::json_schema::STRING_CHAR);
+                let limits = DfaLimits {
+                    nfa_size_limit: 1 << 20,
+                    dfa_size_limit: 1 << 20,
+                    max_dfa_states: BODY_STATES,
+                    minimize: true,
+                };
+                let dfa = ByteDfa::build(&regex, &limits).ok()?;
+                let lexeme = Lexeme::new(
+                    Making::Now(LexDfa::Eager(dfa.clone())),
+                    trie.clone(),
+                    words,
+                    Arc::new(Skeletons::starting_with(self)),
+                );
+                let index = Arc::new(lexeme.build_state(dfa.start()));
+                Some(BodyWalk { dfa, index })
+            })
+            .as_ref()
     }
 }
 
@@ -681,7 +732,9 @@ impl Skeletons {
     /// depth: no budget).
     fn get(&self, trie: &TokenTrie, step: &TextStep, budget: u32) -> Arc<Skeleton> {
         match &self.vocab {
-            Some(v) if (step.ascii, step.leads) == JSON_STRING_BODY => v.0.get(trie, step, budget),
+            Some(v) if (step.ascii, step.leads) == JSON_STRING_BODY => {
+                v.0.table.get(trie, step, budget)
+            }
             _ => self.own.get(trie, step, budget),
         }
     }
@@ -704,7 +757,9 @@ pub(crate) struct Lexeme {
     words: usize,
     /// The string-body walks of the grammar this lexeme was made for.
     skeletons: Arc<Skeletons>,
-    states: Grow<StateIndex>,
+    /// The index of each state walked (shared where the walk is the
+    /// vocabulary's: [`Lexeme::body_walk`]).
+    states: Grow<Arc<StateIndex>>,
     first: Grow<[u64; 4]>,
     /// The bytes of each byte class of the automaton, as 256-bit sets.
     class_bytes: OnceLock<Vec<[u64; 4]>>,
@@ -850,7 +905,55 @@ impl Lexeme {
     /// The index of `state` (built now if no mask has needed it yet).
     pub(crate) fn state(&self, state: u32) -> &StateIndex {
         let state = self.index_state(state);
-        self.states.get_or_init(state, || self.build_state(state))
+        self.states.get_or_init(state, || {
+            self.body_walk(state)
+                .unwrap_or_else(|| Arc::new(self.build_state(state)))
+        })
+    }
+
+    /// The vocabulary's walk of a string's body ([`BodyWalk`]) if `state`
+    /// goes on as that body does: every byte string leads from both to
+    /// live states alike, accepting alike (the automata are compared state
+    /// by state from there, as far as [`BODY_STATES`]).
+    fn body_walk(&self, state: u32) -> Option<Arc<StateIndex>> {
+        let vocab = self.skeletons.vocab.as_ref()?;
+        if !self.is_wide(state) || self.loop_skeleton(state).is_none() {
+            return None;
+        }
+        let body = vocab.body(&self.trie, self.words)?;
+        let dfa = self.dfa();
+        let classes = dfa.classes();
+        // Each state of the lexeme met, with the body's state it goes on
+        // as (the body's automaton is minimal: one each).
+        let mut pairs = vec![(state, body.dfa.start())];
+        let mut k = 0;
+        while let Some(&(x, y)) = pairs.get(k) {
+            k += 1;
+            if dfa.is_accepting(x) != body.dfa.is_accepting(y) {
+                return None;
+            }
+            let row = dfa.row(x);
+            // Most bytes go where the byte before them went.
+            let mut last = (DEAD, DEAD);
+            for b in 0..=255u8 {
+                let next = (row[classes[b as usize] as usize], body.dfa.next(y, b));
+                if next == last {
+                    continue;
+                }
+                last = next;
+                match next {
+                    (DEAD, DEAD) => {}
+                    (DEAD, _) | (_, DEAD) => return None,
+                    (x, y) => match pairs.iter().find(|p| p.0 == x) {
+                        Some(p) if p.1 != y => return None,
+                        Some(_) => {}
+                        None if pairs.len() >= BODY_STATES => return None,
+                        None => pairs.push((x, y)),
+                    },
+                }
+            }
+        }
+        Some(body.index.clone())
     }
 
     /// The bytes `state` can take, as a 256-bit set.
@@ -2065,6 +2168,66 @@ mod tests {
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
         assert!(zones >= 4, "searches walked through their zones: {zones}");
+    }
+
+    /// A string value that ends its lexeme walks its body once for every
+    /// lexeme on the vocabulary (the vocabulary's walk, whatever the key
+    /// before it); a body that goes on past its quote, or takes other
+    /// characters, walks its own. Every walk is the full walk.
+    #[test]
+    fn string_bodies_that_end_their_lexeme_share_the_vocabularys_walk() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let limits = limits(false);
+        let body = tokensieve_grammar::json_schema::STRING_CHAR;
+        let known = VocabSkeleton::json_string_body(&trie);
+        let seeded = Arc::new(Skeletons::starting_with(&known));
+        // The regex, and whether its body state (after the prefix) shares.
+        let cases = [
+            (format!(r#""a" *: *"{body}*""#), true),
+            (format!(r#"\{{"b":"{body}*""#), true),
+            (format!(r#""c":"{body}*" *,"#), false),
+            (r#""d":"(?:[^"\\é]|\\["\\/bfnrt])*""#.to_string(), false),
+        ];
+        let mut shared = Vec::new();
+        for (regex, shares) in &cases {
+            let dfa = ByteDfa::build(regex, &limits).unwrap();
+            let l = Lexeme::new(
+                Making::Now(LexDfa::Eager(dfa)),
+                trie.clone(),
+                vocab.mask_words(),
+                seeded.clone(),
+            );
+            let prefix = regex
+                .split_inclusive(':')
+                .next()
+                .unwrap()
+                .replace([' ', '*', '\\'], "");
+            let mut state = l.dfa().start();
+            for b in format!("{prefix}\"").bytes() {
+                state = l.dfa().next(state, b);
+            }
+            assert!(state != DEAD && l.is_wide(state), "{regex}: a body state");
+            for s in 1..l.dfa().num_states() as u32 {
+                let (inside, exits) = plain_walk(&l, s);
+                let index = l.state(s);
+                let mut row = vec![0u32; l.words];
+                index.inside.or_into(&mut row);
+                let got: Vec<u32> = (0..(l.words * 32) as u32)
+                    .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
+                    .collect();
+                assert_eq!(got, inside, "{regex}, state {s}");
+                assert_eq!(index.exits, exits, "{regex}, state {s}");
+            }
+            let body_walk = known.body(&trie, vocab.mask_words()).unwrap();
+            let same = Arc::ptr_eq(&l.states.get(state).unwrap().clone(), &body_walk.index);
+            assert_eq!(
+                same, *shares,
+                "{regex}: the body's walk is the vocabulary's"
+            );
+            shared.push(same);
+        }
+        assert_eq!(shared, [true, true, false, false]);
     }
 
     /// Intersections (a pattern under a length) walk as every node would:

@@ -164,7 +164,7 @@ pub fn schema_to_regex_with_limits(
     on_big_stack(|| lower::lower_document(&schema, options, max_whitespace, limits))
 }
 
-pub use lower::SchemaGrammar;
+pub use lower::{STRING_CHAR, SchemaGrammar};
 
 /// The context-free lowering, for a backend that parses recursion: the
 /// same meaning as [`schema_to_regex`], but with no depth bound where the

@@ -25,8 +25,9 @@ pub(crate) const INTEGER: u8 = 32;
 pub(crate) const FRACTION: u8 = 64;
 pub(crate) const ALL_TYPES: u8 = 127;
 
-/// A JSON string, any content (escapes included, no lone surrogates).
-pub(crate) const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))"#;
+/// A JSON string's character, any (escapes included, no lone
+/// surrogates): what an unconstrained string's body repeats.
+pub const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))"#;
 
 /// Regex length from which a definition reached by a plain `$ref` becomes a
 /// rule of the context-free result instead of being written in place.
