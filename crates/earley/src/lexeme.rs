@@ -1713,6 +1713,8 @@ impl Lexeme {
             + self
                 .states
                 .iter()
+                // The vocabulary's string-body walk is the vocabulary's.
+                .filter(|s| Arc::strong_count(s) == 1)
                 .map(|s| s.inside.bytes() + s.exits.len() * 8)
                 .sum::<usize>()
             + loops
