@@ -2070,8 +2070,12 @@ mod tests {
 
     /// The index of `state` holds the tokens and exits of the full walk.
     fn assert_walks_as_a_full_walk(l: &Lexeme, state: u32, what: &str) {
+        assert_index_is_the_full_walk(l, state, &l.build_state(state), what);
+    }
+
+    /// `index` (of `state`) holds the tokens and exits of the full walk.
+    fn assert_index_is_the_full_walk(l: &Lexeme, state: u32, index: &StateIndex, what: &str) {
         let (inside, exits) = plain_walk(l, state);
-        let index = l.build_state(state);
         let mut row = vec![0u32; l.words];
         index.inside.or_into(&mut row);
         let got: Vec<u32> = (0..(l.words * 32) as u32)
@@ -2211,15 +2215,7 @@ mod tests {
             }
             assert!(state != DEAD && l.is_wide(state), "{regex}: a body state");
             for s in 1..l.dfa().num_states() as u32 {
-                let (inside, exits) = plain_walk(&l, s);
-                let index = l.state(s);
-                let mut row = vec![0u32; l.words];
-                index.inside.or_into(&mut row);
-                let got: Vec<u32> = (0..(l.words * 32) as u32)
-                    .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
-                    .collect();
-                assert_eq!(got, inside, "{regex}, state {s}");
-                assert_eq!(index.exits, exits, "{regex}, state {s}");
+                assert_index_is_the_full_walk(&l, s, l.state(s), regex);
             }
             let body_walk = known.body(&trie, vocab.mask_words()).unwrap();
             let same = Arc::ptr_eq(&l.states.get(state).unwrap().clone(), &body_walk.index);
