@@ -34,7 +34,7 @@ use tokensieve_grammar::counted::LazyCounted;
 use tokensieve_grammar::dfa::{ALL_LEADS, DEAD, utf8_live_leads};
 use tokensieve_grammar::grow::Grow;
 use tokensieve_grammar::keys::OtherKeys;
-use tokensieve_grammar::lazy::{self, LazyDfa, Part};
+use tokensieve_grammar::lazy::{self, Chain, LazyDfa, Part};
 use tokensieve_grammar::pieces::Verbatim;
 use tokensieve_grammar::product::LazyProduct;
 use tokensieve_grammar::trie::Utf8At;
@@ -181,6 +181,16 @@ impl LexDfa {
     }
 
     /// The limit a lazy DFA ran into (a transition it made dead), if any.
+    /// The run of one class of bytes `state` is partway through, where the
+    /// automaton can tell (see [`LazyDfa::chain`]).
+    #[inline]
+    pub(crate) fn chain(&self, state: u32) -> Option<Chain> {
+        match self {
+            LexDfa::Lazy(d) => d.chain(state),
+            _ => None,
+        }
+    }
+
     pub(crate) fn exhausted(&self) -> Option<GrammarError> {
         match self {
             LexDfa::Lazy(d) if d.exhausted() => Some(d.exhausted_error()),
@@ -449,7 +459,9 @@ impl Walk {
 /// walk to the next.
 #[derive(Debug, Default)]
 pub(crate) struct BelowRoom {
-    pending: Vec<(u32, u32, u32)>,
+    /// Nodes to walk below: the node, its state, its depth and how many
+    /// bytes of the state's run ([`Chain`]) were read past the state.
+    pending: Vec<(u32, u32, u32, u32)>,
     refused: Runs,
 }
 
@@ -1289,25 +1301,60 @@ impl Lexeme {
         let dfa = self.dfa();
         let BelowRoom { pending, refused } = room;
         pending.clear();
-        pending.push((node, state, depth));
+        pending.push((node, state, depth, 0));
         // The scans' stack (what they refuse is not asked for).
         let mut stack = Vec::new();
-        while let Some((node, from, depth)) = pending.pop() {
-            if self.is_wide(from) {
+        while let Some((node, from, depth, run)) = pending.pop() {
+            if run == 0 && self.is_wide(from) {
                 let at = (node, from, depth);
                 refused.clear();
                 self.scan_subtree(at, &mut stack, kept, refused, exits);
                 continue;
             }
+            // Whitespace between JSON tokens: a state per count of bytes
+            // read, each a copy of the first on every other byte. Its
+            // bytes are counted here, and no state is made but the one
+            // after the run.
+            let chain = dfa.chain(from);
             let (bytes, kids) = trie.kids(node as usize);
             for (&b, &kid) in bytes.iter().zip(kids) {
-                let next = dfa.next(from, b);
-                if next == DEAD {
-                    continue;
-                }
                 let k = kid as usize;
                 let end = trie.nodes[k].next as usize;
                 let leaf = end == k + 1;
+                let next = match chain {
+                    Some(c) if c.has(b) && run + 1 < c.left => {
+                        // `run + 1` bytes into the run: live, accepting as
+                        // `from` does; its subtree whole if it is bytes of
+                        // the run, no more of them than are left, and
+                        // nothing in it may end the lexeme.
+                        let run = run + 1;
+                        let below = &trie.below[k];
+                        if !leaf
+                            && !dfa.is_accepting(from)
+                            && below.ascii[0] & !c.bytes[0] == 0
+                            && below.ascii[1] & !c.bytes[1] == 0
+                            && !below.non_ascii
+                            && run + u32::from(below.height) <= c.left
+                        {
+                            kept.push(trie.token_start[k], trie.token_start[end]);
+                            continue;
+                        }
+                        kept.push(trie.token_start[k], trie.token_start[k + 1]);
+                        if !leaf {
+                            if dfa.is_accepting(from) {
+                                exits.push((kid, depth + 1));
+                            }
+                            pending.push((kid, from, depth + 1, run));
+                        }
+                        continue;
+                    }
+                    Some(c) if c.has(b) => c.after,
+                    // Another byte goes where it goes from `from`.
+                    _ => dfa.next(from, b),
+                };
+                if next == DEAD {
+                    continue;
+                }
                 if !leaf && self.runs.takes_subtree(dfa, next, &trie.below[k]) {
                     kept.push(trie.token_start[k], trie.token_start[end]);
                     continue;
@@ -1317,7 +1364,7 @@ impl Lexeme {
                     if dfa.is_accepting(next) {
                         exits.push((kid, depth + 1));
                     }
-                    pending.push((kid, next, depth + 1));
+                    pending.push((kid, next, depth + 1, 0));
                 }
             }
         }
@@ -2349,6 +2396,58 @@ mod tests {
             "the body's step is the vocabulary's"
         );
         assert_eq!(seeded.own.len(), 0, "no skeleton made beside it");
+    }
+
+    /// Whitespace between JSON tokens is walked by counting its bytes (the
+    /// state's run, [`LazyDfa::chain`]): the first walk makes no state per
+    /// count, and the walk from every state gives the rows of a full walk.
+    #[test]
+    fn whitespace_runs_walk_as_a_full_walk() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let ws = r"[ \t\n\r]";
+        for regex in [
+            format!(r#"\{{{ws}{{0,20}}"a"{ws}{{0,20}}:{ws}{{0,20}}(?:y|"b*"){ws}{{0,20}}\}}"#),
+            format!(r":{ws}{{0,12}}"),
+            format!(r"a{ws}{{0,9}}(?:b{ws}{{0,9}})*"),
+        ] {
+            let dfa = LazyDfa::build(&regex, &limits(false)).unwrap();
+            let l = Lexeme::new(
+                Making::Now(LexDfa::Lazy(dfa)),
+                trie.clone(),
+                vocab.mask_words(),
+                Arc::new(Skeletons::default()),
+            );
+            let start = l.start();
+            let _ = l.build_state(start);
+            // The start, the state after its first byte, the one after the
+            // whole run (and the dead one).
+            assert!(
+                l.dfa().num_states() <= 5,
+                "{regex}: {} states made by the first walk",
+                l.dfa().num_states()
+            );
+            // Every state a text reaches, each run partway through.
+            let mut states = vec![start];
+            let mut k = 0;
+            while let Some(&state) = states.get(k) {
+                k += 1;
+                for b in 0..=255u8 {
+                    let next = l.dfa().next(state, b);
+                    if next != DEAD && !states.contains(&next) {
+                        states.push(next);
+                    }
+                }
+            }
+            let runs = states
+                .iter()
+                .filter(|&&s| l.dfa().chain(s).is_some())
+                .count();
+            assert!(runs >= 8, "{regex}: {runs} states partway through a run");
+            for &state in &states {
+                assert_walks_as_a_full_walk(&l, state, &format!("{regex} from state {state}"));
+            }
+        }
     }
 
     /// A regex text two lexemes hold (an object's "any other key", in the

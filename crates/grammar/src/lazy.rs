@@ -27,6 +27,10 @@ use crate::nfa::{Mix, Nfa, State};
 
 const NOT_FORCED: u16 = 256;
 
+/// Longest run of a class [`LazyDfa::chain`] follows (a loop that is not
+/// through its first copy would otherwise be followed forever).
+const MAX_CHAIN: u32 = 4096;
+
 /// Lazy DFAs of this process that ran into a limit: a matcher compares it
 /// with the count it last saw, and looks at its own lexemes only when it
 /// moved.
@@ -143,6 +147,31 @@ fn set_hash(set: &[u32]) -> u64 {
     h.finish()
 }
 
+/// A run of one set of ASCII bytes that a state reads up to `left` times
+/// in a row, going on as it did on every other byte: a bounded repetition
+/// of a class, as JSON's whitespace `[ \t\n\r]{0,20}` between tokens
+/// (see [`LazyDfa::chain`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chain {
+    /// The bytes of the run, bit `b` of `bytes[b / 64]`.
+    pub bytes: [u64; 2],
+    /// How many of them the state can still read: after `j < left` of
+    /// them the automaton is in a state that takes every other byte to
+    /// where this one does, accepts alike, and is on a character boundary
+    /// alike; after `left`, it is in `after`.
+    pub left: u32,
+    /// The state after the whole run (a state of the automaton, made).
+    pub after: u32,
+}
+
+impl Chain {
+    /// Whether `byte` is one of the run's.
+    #[inline]
+    pub fn has(&self, byte: u8) -> bool {
+        byte < 0x80 && self.bytes[byte as usize / 64] >> (byte % 64) & 1 == 1
+    }
+}
+
 /// A DFA built as it is walked.
 pub struct LazyDfa {
     nfa: Nfa,
@@ -156,6 +185,8 @@ pub struct LazyDfa {
     /// Whether each state accepts, known when it is made: a text step asks
     /// it of every successor of a state, most of which no walk expands.
     accepting: Grow<bool>,
+    /// The run of each state asked about ([`LazyDfa::chain`]).
+    chains: Grow<Option<Chain>>,
     builder: Mutex<Builder>,
     states: AtomicUsize,
     max_states: usize,
@@ -267,6 +298,7 @@ impl LazyDfa {
             class_size,
             rows: Grow::default(),
             accepting: Grow::default(),
+            chains: Grow::default(),
             builder: Mutex::new(Builder {
                 sets: SetTable::new(),
                 pending: vec![0],
@@ -512,6 +544,115 @@ impl LazyDfa {
         }
     }
 
+    /// The run of one class of bytes that `state` is partway through, if
+    /// it is one a walk can go down without making its states: `state`'s
+    /// NFA states are one copy of a bounded repetition of an ASCII class
+    /// (`X` in `X{0,n}`, the copy with `left` more to go) and the closure
+    /// of what follows the repetition, none of which reads a byte of the
+    /// class. After `j` bytes of the class its states are the `j`-th copy
+    /// after this one and the same closure: every other byte goes where it
+    /// goes from `state`, and it accepts as `state` does. So does a DFA
+    /// made of it, state by state ([`Chain`]).
+    ///
+    /// `None` for a state of no such run, or of one with fewer than two
+    /// bytes left (nothing to gain), or past the limits.
+    pub fn chain(&self, state: u32) -> Option<Chain> {
+        if let Some(&known) = self.chains.get(state) {
+            return known;
+        }
+        *self.chains.get_or_init(state, || self.find_chain(state))
+    }
+
+    fn find_chain(&self, state: u32) -> Option<Chain> {
+        if state == DEAD {
+            return None;
+        }
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let b = &mut *b;
+        if b.pending[state as usize] != 0 {
+            return None;
+        }
+        let set = &b.sets[state as usize];
+        let mut found = None;
+        for &q in set {
+            if let Some(link) = self.link(q).filter(|l| l.1 >= 2) {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some((q, link));
+            }
+        }
+        let (q, (bytes, left, exit)) = found?;
+        let rest: Vec<u32> = set.iter().copied().filter(|&r| r != q).collect();
+        let reads_the_class = |r: u32| match self.nfa.state(r) {
+            State::Bytes(ranges) => ranges.iter().any(|t| {
+                (t.start..=t.end).any(|c| c < 0x80 && bytes[c as usize / 64] >> (c % 64) & 1 == 1)
+            }),
+            _ => false,
+        };
+        if rest.is_empty() || rest.iter().any(|&r| reads_the_class(r)) {
+            return None;
+        }
+        self.closure(b, &[exit]);
+        if b.out != rest {
+            return None;
+        }
+        let after = self.intern_out(b, 0);
+        (after != DEAD).then_some(Chain { bytes, left, after })
+    }
+
+    /// If NFA state `q` is a copy of `X` in `X{0,n}` with `X` a class of
+    /// ASCII bytes (as the compiler writes it: each copy reads the class
+    /// into a union of the next copy and the repetition's exit, the last
+    /// into the exit): the class, how many bytes of it may come from `q`
+    /// on, and the exit.
+    fn link(&self, q: u32) -> Option<([u64; 2], u32, u32)> {
+        let (bytes, mut to) = self.one_class(q)?;
+        let mut count = 1;
+        let mut exit = None;
+        while let State::Union(&[copy, e]) = self.nfa.state(to) {
+            // A loop (`X*` reads its class back into the union) is no run;
+            // nor is a run longer than any count the lowering writes.
+            if copy == q || count >= MAX_CHAIN {
+                return None;
+            }
+            match self.one_class(copy) {
+                // A copy that reads back into this union: a loop.
+                Some((_, next)) if next == to => return None,
+                Some((same, next)) if same == bytes && exit.is_none_or(|x| x == e) => {
+                    exit = Some(e);
+                    count += 1;
+                    to = next;
+                }
+                _ => break,
+            }
+        }
+        match exit {
+            None => Some((bytes, 1, to)),
+            Some(e) if e == to => Some((bytes, count, e)),
+            Some(_) => None,
+        }
+    }
+
+    /// The ASCII bytes NFA state `q` reads and the one state all of them
+    /// lead to, if it reads only ASCII bytes into one state.
+    fn one_class(&self, q: u32) -> Option<([u64; 2], u32)> {
+        let State::Bytes(ranges) = self.nfa.state(q) else {
+            return None;
+        };
+        let to = ranges.first()?.next;
+        let mut bytes = [0u64; 2];
+        for t in ranges {
+            if t.next != to || t.end >= 0x80 {
+                return None;
+            }
+            for c in t.start..=t.end {
+                bytes[c as usize / 64] |= 1 << (c % 64);
+            }
+        }
+        Some((bytes, to))
+    }
+
     /// The id of the set in `b.out` (the last closure), made now if it is
     /// new (dead past the limits).
     fn intern_out(&self, b: &mut Builder, pending: u8) -> u32 {
@@ -754,6 +895,64 @@ pub(crate) mod tests {
         let end = walk(&lazy, b"abc!").unwrap();
         assert!(lazy.is_accepting(end));
         assert!(lazy.num_states() < 10, "{}", lazy.num_states());
+    }
+
+    /// A bounded run of a class (JSON's whitespace between tokens) is
+    /// told from the state before it: every state partway through goes on
+    /// as that state does on every other byte, accepts alike, and the run
+    /// ends in the state it names. Loops and runs that another part of
+    /// the state could also read are no runs.
+    #[test]
+    fn a_run_of_a_class_goes_on_as_its_first_state() {
+        let ws = "[ \\t\\n\\r]";
+        // The regex, the text before the run's state, the bytes left. In
+        // the last, the state after `a` also ends the text (the loop may
+        // stop): a byte of the run stops that, so the run starts a byte
+        // later.
+        for (regex, before, left) in [
+            (format!("a{ws}{{0,20}}(?:b|c[ ]*)"), "a", 20),
+            (format!("a{ws}{{0,5}}"), "a", 5),
+            (format!("a(?:{ws}{{0,4}},{ws}{{0,3}}x)*"), "a ", 3),
+        ] {
+            let dfa = LazyDfa::build(&regex, &limits()).unwrap();
+            let first = walk(&dfa, before.as_bytes()).unwrap();
+            let run = dfa.chain(first).unwrap_or_else(|| panic!("{regex}: a run"));
+            assert_eq!(run.left, left, "{regex}");
+            assert!(run.has(b' ') && run.has(b'\t') && !run.has(b'a'), "{regex}");
+            let mut at = first;
+            for j in 1..=left {
+                at = dfa.next(at, if j % 2 == 0 { b'\n' } else { b' ' });
+                assert_ne!(at, DEAD, "{regex}: {j} bytes into the run");
+                if j == left {
+                    assert_eq!(at, run.after, "{regex}: the state after the run");
+                    assert_eq!(dfa.next(at, b' '), DEAD, "{regex}: no byte past it");
+                    break;
+                }
+                assert_eq!(dfa.is_accepting(at), dfa.is_accepting(first), "{regex}");
+                for b in (0..=255u8).filter(|&b| !run.has(b)) {
+                    assert_eq!(
+                        dfa.next(at, b),
+                        dfa.next(first, b),
+                        "{regex}: byte {b} at {j}"
+                    );
+                }
+                let rest = dfa.chain(at).map(|c| (c.left, c.after));
+                let expected = (left - j >= 2).then_some((left - j, run.after));
+                assert_eq!(rest, expected, "{regex}: the run from {j} bytes in");
+            }
+        }
+        for regex in [
+            "a[ ]*b",
+            "a[ ]{2,}b",
+            "a[ ]{0,3}[ ]?b",
+            "a(?:[ ]{0,4}|[ ]x)",
+            "a[ ]{0,1}b",
+            "a(?:[ ]{0,4},x)*",
+        ] {
+            let dfa = LazyDfa::build(regex, &limits()).unwrap();
+            let first = walk(&dfa, b"a").unwrap();
+            assert_eq!(dfa.chain(first), None, "{regex}");
+        }
     }
 
     #[test]
