@@ -826,8 +826,9 @@ impl Walker {
                 origin: item.origin.rebased(&here),
             });
             close(cfg, base, &[], budget, None)?;
+            let first = first_bytes_of(cfg, &self.levels[0].own);
             for &(node, depth) in &state.exits {
-                self.walk_subtree(cfg, trie, node, depth, row, budget, None)?;
+                self.walk_kids(cfg, trie, node, &first, depth, row, budget, None)?;
             }
         }
         Ok(())
@@ -880,10 +881,12 @@ impl Walker {
         if lexeme_items > MANY_ITEMS || span > trie.num_nodes() / 2 {
             let mut allowed = vec![0u32; words];
             self.base().extend(cur.items.iter().cloned());
-            self.walk_subtree(
+            let first = first_bytes_of(cfg, &cur.items);
+            self.walk_kids(
                 cfg,
                 trie,
                 0,
+                &first,
                 0,
                 &mut allowed,
                 budget,
@@ -914,14 +917,16 @@ impl Walker {
             });
             close(cfg, base, &[], budget, Some(&mut frontier))?;
             let at_exit = std::mem::take(&mut frontier.reached);
+            let first = first_bytes_of(cfg, &self.levels[0].own);
             for &(node, depth) in &state.exits {
                 for &(marker, rule) in &at_exit {
                     pending.push((marker, rule, node, depth));
                 }
-                self.walk_subtree(
+                self.walk_kids(
                     cfg,
                     trie,
                     node,
+                    &first,
                     depth,
                     &mut allowed,
                     budget,
@@ -974,10 +979,12 @@ impl Walker {
             // Each part is closed, and so is their union: closing it again
             // would only find the completions already made.
             dedupe(&mut self.levels[0].own, &mut self.seen);
-            self.walk_subtree(
+            let first = first_bytes_of(cfg, &self.levels[0].own);
+            self.walk_kids(
                 cfg,
                 trie,
                 node,
+                &first,
                 depth,
                 &mut found,
                 budget,
@@ -1122,28 +1129,10 @@ impl Walker {
         Ok(chunk)
     }
 
-    /// Walks the trie below `node` (at `base_depth`) from the set in level
-    /// 0, marking the tokens at every node whose set is not empty. With a
-    /// frontier (while summarizing), completions into older sets are left
-    /// pending at the node where they happen.
-    #[allow(clippy::too_many_arguments)]
-    fn walk_subtree(
-        &mut self,
-        cfg: &Cfg,
-        trie: &TokenTrie,
-        node: u32,
-        base_depth: u32,
-        row: &mut [u32],
-        budget: &mut Budget,
-        summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
-    ) -> Result<(), StepError> {
-        let end = trie.nodes[node as usize].next as usize;
-        let nodes = (node as usize + 1, end);
-        self.walk_nodes(cfg, trie, nodes, base_depth, row, budget, summarizing)
-    }
-
-    /// [`Walker::walk_subtree`] over the trie nodes `first..end` (a run of
-    /// whole subtrees), the levels above them set.
+    /// Walks the trie nodes `first..end` (a run of whole subtrees) from
+    /// the levels above them, marking the tokens at every node whose set
+    /// is not empty. With a frontier (while summarizing), completions into
+    /// older sets are left pending at the node where they happen.
     ///
     /// A level holds the items scanned into it; where their lexemes may
     /// end, the closure (a [`Chunk`]) is shared, not copied, and a child's
@@ -1235,6 +1224,35 @@ impl Walker {
         Ok(())
     }
 
+    /// [`Walker::walk_nodes`] below `node`, whose level's items (its own
+    /// and its chunks') take the bytes `first`: only the children of those
+    /// bytes are read. Below the exits of a run of whitespace (a lexeme
+    /// that may end after any space of it) most children are letters,
+    /// which nothing after the lexeme takes.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_kids(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        node: u32,
+        first: &[u64; 4],
+        base_depth: u32,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        let (bytes, kids) = trie.kids(node as usize);
+        for (&b, &kid) in bytes.iter().zip(kids) {
+            if first[b as usize >> 6] >> (b & 63) & 1 == 0 {
+                continue;
+            }
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            let nodes = (kid as usize, trie.nodes[kid as usize].next as usize);
+            self.walk_nodes(cfg, trie, nodes, base_depth, row, budget, reborrowed)?;
+        }
+        Ok(())
+    }
+
     /// The subtree of node `j`, whose level holds a few lexeme items: the
     /// tokens that stay in a lexeme from that lexeme's own walk
     /// ([`Lexeme::walk_below`]: a DFA step per node, whole subtrees taken
@@ -1262,10 +1280,17 @@ impl Walker {
         let n = trie.nodes[j];
         let d = (n.depth - base_depth) as usize;
         let mut items = std::mem::take(&mut self.levels[d].own);
-        let below = |e: usize| (e + 1, trie.nodes[e].next as usize);
         if !self.levels[d].chunks.is_empty() {
+            let mut first = [0u64; 4];
+            for c in &self.levels[d].chunks {
+                for (w, f) in first.iter_mut().zip(&c.first) {
+                    *w |= f;
+                }
+            }
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-            self.walk_nodes(cfg, trie, below(j), base_depth, row, budget, reborrowed)?;
+            self.walk_kids(
+                cfg, trie, j as u32, &first, base_depth, row, budget, reborrowed,
+            )?;
         }
         // Taken (a walk below an exit takes its own) and put back.
         let mut kept = std::mem::take(&mut self.kept);
@@ -1305,12 +1330,12 @@ impl Walker {
                     }
                     None => self.chunk(cfg, item, k, budget, None)?,
                 };
+                let first = chunk.first;
                 let level = &mut self.levels[k];
                 level.reset();
                 level.chunks.push(chunk);
                 let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-                let nodes = below(e as usize);
-                self.walk_nodes(cfg, trie, nodes, base_depth, row, budget, reborrowed)?;
+                self.walk_kids(cfg, trie, e, &first, base_depth, row, budget, reborrowed)?;
             }
         }
         // The level's room, for the next node at this depth.
