@@ -174,6 +174,7 @@ pub fn split_with(
         count: rules.len(),
         verbatim: vec![None; rules.len() + 1],
         limits,
+        marks: Vec::new(),
     };
     // One memo for every text: a definition inlined in two rules is read once.
     let mut memo = crate::syntax::Memo::default();
@@ -219,7 +220,9 @@ pub fn split_with(
             continue;
         }
         let hir = parse(text, limits, i, &mut memo)?;
-        let alternatives = match s.walk(hir)? {
+        s.marks.clear();
+        s.mark(&hir);
+        let alternatives = match s.walk(hir, 0)? {
             Walked::Plain(hir) => vec![vec![plain(hir)?]],
             Walked::Pieces(pieces) => vec![pieces],
         };
@@ -479,9 +482,76 @@ struct Splitter<'a> {
     /// the place of a reference to it.
     verbatim: Vec<Option<Piece>>,
     limits: &'a PieceLimits,
+    /// What [`Splitter::walk`] asks of each node of the tree it walks, in
+    /// pre-order (a node's children follow it, each after the subtree of
+    /// the one before): read once per tree by [`Splitter::mark`], where
+    /// asking it at each level the walk goes down read a subtree again
+    /// for each level above it (a tenth of a big schema's compile).
+    marks: Vec<Mark>,
+}
+
+/// What [`Splitter::mark`] found of a node: the nodes of its subtree
+/// (itself included), whether it holds a rule reference (as
+/// [`mentions_rule`] reads them), and whether it holds a repetition long
+/// enough for blocks ([`Splitter::blocks_of`]).
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    size: u32,
+    mentions: bool,
+    long: bool,
 }
 
 impl Splitter<'_> {
+    /// Pushes the [`Mark`]s of `hir`'s subtree onto `self.marks`, in
+    /// pre-order; `hir`'s own.
+    fn mark(&mut self, hir: &Hir) -> Mark {
+        let at = self.marks.len();
+        self.marks.push(Mark::default());
+        let (mentions, long) = match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) | HirKind::Literal(_) | HirKind::Class(_) => {
+                (mentions_rule(hir), false)
+            }
+            HirKind::Capture(c) => {
+                let sub = self.mark(&c.sub);
+                (sub.mentions, sub.long)
+            }
+            HirKind::Repetition(r) => {
+                let sub = self.mark(&r.sub);
+                let long = sub.long || self.blocks_of(r, sub.mentions).is_some();
+                (sub.mentions, long)
+            }
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                let (mut mentions, mut long) = (false, false);
+                for sub in subs {
+                    let m = self.mark(sub);
+                    mentions |= m.mentions;
+                    long |= m.long;
+                }
+                (mentions, long)
+            }
+        };
+        let mark = Mark {
+            size: (self.marks.len() - at) as u32,
+            mentions,
+            long,
+        };
+        self.marks[at] = mark;
+        mark
+    }
+
+    /// The pre-order indices of the children of the node at `at` (`subs`
+    /// of them).
+    fn children(&self, at: usize, subs: usize) -> Vec<usize> {
+        let mut next = at + 1;
+        (0..subs)
+            .map(|_| {
+                let child = next;
+                next += self.marks[child].size as usize;
+                child
+            })
+            .collect()
+    }
+
     /// The rule a placeholder character stands for, if it is one.
     fn target(&self, c: char) -> Result<Option<usize>, GrammarError> {
         let code = c as u32;
@@ -523,13 +593,14 @@ impl Splitter<'_> {
     /// regex). A long repetition in it ([`Splitter::long_repetition`]) is
     /// taken apart into blocks with the rest of the sequence as its
     /// continuation. The parts are moved, not copied, into the pieces.
-    fn sequence(&mut self, mut subs: Vec<Hir>) -> Result<Walked, GrammarError> {
-        let long = subs.iter().position(|s| self.long_repetition(s).is_some());
-        let tail = long.map(|k| subs.split_off(k));
+    /// `at`: the pre-order index of each of `subs` ([`Splitter::marks`]).
+    fn sequence(&mut self, mut subs: Vec<Hir>, mut at: Vec<usize>) -> Result<Walked, GrammarError> {
+        let long = (subs.iter().zip(&at)).position(|(s, &i)| self.long_repetition(s, i).is_some());
+        let tail = long.map(|k| (subs.split_off(k), at.split_off(k)));
         let mut pieces = Vec::new();
         let mut run: Vec<Hir> = Vec::new();
-        for sub in subs {
-            match self.walk(sub)? {
+        for (sub, i) in subs.into_iter().zip(at) {
+            match self.walk(sub, i)? {
                 Walked::Plain(sub) => run.push(sub),
                 Walked::Pieces(p) => {
                     if !run.is_empty() {
@@ -539,7 +610,7 @@ impl Splitter<'_> {
                 }
             }
         }
-        let Some(mut tail) = tail else {
+        let Some((mut tail, mut tail_at)) = tail else {
             if pieces.is_empty() {
                 return Ok(Walked::Plain(Hir::concat(run)));
             }
@@ -553,15 +624,18 @@ impl Splitter<'_> {
             pieces.push(plain(Hir::concat(run))?);
         }
         let rest = tail.split_off(1);
+        let rest_at = tail_at.split_off(1);
         let continuation = if rest.is_empty() {
             Vec::new()
         } else {
-            match self.sequence(rest)? {
+            match self.sequence(rest, rest_at)? {
                 Walked::Pieces(p) => p,
                 Walked::Plain(rest) => vec![plain(rest)?],
             }
         };
-        let (rep, per_block) = self.long_repetition(&tail[0]).expect("found long above");
+        let (rep, per_block) = self
+            .long_repetition(&tail[0], tail_at[0])
+            .expect("found long above");
         match self.counted(rep, continuation)? {
             Ok(counted) => pieces.extend(counted),
             Err(continuation) => pieces.extend(self.blocks(rep, per_block, continuation)?),
@@ -611,43 +685,39 @@ impl Splitter<'_> {
     /// that holds a long repetition itself (an array of objects with long
     /// strings) is not one: it is walked as a body with rules, so that
     /// its own long repetition is taken apart.
-    fn long_repetition<'h>(&self, hir: &'h Hir) -> Option<(&'h Repetition, u32)> {
-        let HirKind::Repetition(rep) = unwrap_captures(hir).kind() else {
+    /// (`at`: `hir`'s pre-order index.)
+    fn long_repetition<'h>(&self, hir: &'h Hir, at: usize) -> Option<(&'h Repetition, u32)> {
+        // Each capture around the repetition is one node before it.
+        let mut at = at;
+        let mut hir = hir;
+        while let HirKind::Capture(c) = hir.kind() {
+            hir = &c.sub;
+            at += 1;
+        }
+        let HirKind::Repetition(rep) = hir.kind() else {
             return None;
         };
-        let per_block = self.blocks_of(rep)?;
-        (!self.holds_long_repetition(&rep.sub)).then_some((rep, per_block))
+        let sub = self.marks[at + 1];
+        let per_block = self.blocks_of(rep, sub.mentions)?;
+        (!sub.long).then_some((rep, per_block))
     }
 
-    /// The copies of a block of `rep`, when its body is reference-free and
-    /// its copies make at least two blocks.
-    fn blocks_of(&self, rep: &Repetition) -> Option<u32> {
+    /// The copies of a block of `rep`, when its body is reference-free
+    /// (`mentions`: whether it holds a reference) and its copies make at
+    /// least two blocks.
+    fn blocks_of(&self, rep: &Repetition, mentions: bool) -> Option<u32> {
         let block = self.limits.block_weight?;
         let copies = rep.max.unwrap_or(rep.min).max(rep.min);
         // Every block holds a copy: fewer than two copies (`*`, `+`, `?`)
         // never make two blocks, whatever the body weighs. Otherwise only
         // whether the body weighs more than `block` matters past `block`
         // (a block is then one copy): the weight is read no further.
-        if copies < 2 {
+        if copies < 2 || mentions {
             return None;
         }
         let per_block =
             (block / weight_at_most(&rep.sub, block).max(1)).clamp(1, u32::MAX as u64) as u32;
-        (copies >= per_block.saturating_mul(2) && !mentions_rule(&rep.sub)).then_some(per_block)
-    }
-
-    /// Whether a repetition long enough for blocks is anywhere in `hir`.
-    fn holds_long_repetition(&self, hir: &Hir) -> bool {
-        match hir.kind() {
-            HirKind::Empty | HirKind::Look(_) | HirKind::Literal(_) | HirKind::Class(_) => false,
-            HirKind::Capture(c) => self.holds_long_repetition(&c.sub),
-            HirKind::Repetition(r) => {
-                self.blocks_of(r).is_some() || self.holds_long_repetition(&r.sub)
-            }
-            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
-                subs.iter().any(|s| self.holds_long_repetition(s))
-            }
-        }
+        (copies >= per_block.saturating_mul(2)).then_some(per_block)
     }
 
     /// `X{lo,hi}` (X reference-free, `b` copies a block), then
@@ -720,17 +790,15 @@ impl Splitter<'_> {
         Ok(pieces)
     }
 
-    /// Whether [`Splitter::walk`] has anything to take apart in `hir`: a
-    /// rule reference, or a repetition long enough for blocks.
-    fn needs_walk(&self, hir: &Hir) -> bool {
-        mentions_rule(hir) || self.holds_long_repetition(hir)
-    }
-
     /// `hir`'s pieces, or `hir` itself when it is plain. Takes the tree: a
     /// plain part is moved into its piece, not copied (only the parts of a
-    /// tree that hold a reference are taken apart).
-    fn walk(&mut self, hir: Hir) -> Result<Walked, GrammarError> {
-        if !self.needs_walk(&hir) {
+    /// tree that hold a reference are taken apart). `at`: `hir`'s
+    /// pre-order index in [`Splitter::marks`].
+    fn walk(&mut self, hir: Hir, at: usize) -> Result<Walked, GrammarError> {
+        // Anything to take apart: a rule reference, or a repetition long
+        // enough for blocks.
+        let mark = self.marks[at];
+        if !(mark.mentions || mark.long) {
             return Ok(Walked::Plain(hir));
         }
         match hir.kind() {
@@ -784,19 +852,22 @@ impl Splitter<'_> {
                 });
             }
             HirKind::Repetition(_) => {
-                if let Some((rep, per_block)) = self.long_repetition(&hir) {
+                if let Some((rep, per_block)) = self.long_repetition(&hir, at) {
                     return Ok(Walked::Pieces(self.blocks(rep, per_block, Vec::new())?));
                 }
             }
             HirKind::Capture(_) | HirKind::Concat(_) | HirKind::Alternation(_) => {}
         }
         Ok(match hir.into_kind() {
-            HirKind::Capture(capture) => self.walk(*capture.sub)?,
-            HirKind::Concat(subs) => self.sequence(subs)?,
+            HirKind::Capture(capture) => self.walk(*capture.sub, at + 1)?,
+            HirKind::Concat(subs) => {
+                let children = self.children(at, subs.len());
+                self.sequence(subs, children)?
+            }
             HirKind::Alternation(subs) => {
-                let walked = subs
-                    .into_iter()
-                    .map(|s| self.walk(s))
+                let children = self.children(at, subs.len());
+                let walked = (subs.into_iter().zip(children))
+                    .map(|(s, i)| self.walk(s, i))
                     .collect::<Result<Vec<_>, _>>()?;
                 if walked.iter().all(|w| matches!(w, Walked::Plain(_))) {
                     let subs = walked.into_iter().map(|w| match w {
@@ -836,7 +907,7 @@ impl Splitter<'_> {
                     greedy,
                     sub,
                 } = rep;
-                let body = match self.walk(*sub)? {
+                let body = match self.walk(*sub, at + 1)? {
                     Walked::Plain(sub) => {
                         return Ok(Walked::Plain(Hir::repetition(Repetition {
                             min,
@@ -962,14 +1033,6 @@ pub(crate) fn weight_by_at_most(hir: &Hir, class: &dyn Fn(&Class) -> u64, cap: u
     }
 }
 
-/// `hir` without the capture groups around it.
-fn unwrap_captures(hir: &Hir) -> &Hir {
-    match hir.kind() {
-        HirKind::Capture(c) => unwrap_captures(&c.sub),
-        _ => hir,
-    }
-}
-
 /// Whether `hir` holds a rule reference, read as [`Splitter::walk`] reads
 /// them: a placeholder character in a literal, or a class of placeholders
 /// only (a class that mixes them with other characters, like a JSON string
@@ -1017,10 +1080,25 @@ fn plain(hir: Hir) -> Result<Piece, GrammarError> {
 /// error for an assertion other than the start, the end, a line's ends
 /// and word boundaries.
 pub fn regex_text(hir: &Hir) -> Result<String, GrammarError> {
-    let mut regex = String::new();
-    print(hir, &mut regex)?;
-    Ok(regex)
+    // Printed into one buffer kept by the thread, then copied out at its
+    // size: a text grown from empty is reallocated (and copied) once per
+    // doubling, and every plain piece of a split is printed.
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        let printed = print(hir, scratch).map(|()| scratch.as_str().to_owned());
+        // A buffer of a rare huge text is not kept.
+        if scratch.capacity() > SCRATCH_KEPT {
+            *scratch = String::new();
+        }
+        printed
+    })
 }
+
+/// Largest buffer [`regex_text`] keeps for the next text.
+const SCRATCH_KEPT: usize = 1 << 20;
 
 /// `hir` as regex text that parses back to the same language. Not
 /// `Hir`'s `Display`: that writes `(?:x+)?` as `x+?`, a lazy `x+`.
@@ -1047,11 +1125,11 @@ fn print(hir: &Hir, out: &mut String) -> Result<(), GrammarError> {
             } else {
                 out.push('[');
                 for r in class.ranges() {
-                    out.push_str("\\x{");
-                    push_hex(out, r.start() as u32, 1);
-                    out.push_str("}-\\x{");
-                    push_hex(out, r.end() as u32, 1);
-                    out.push('}');
+                    push_class_char(out, r.start());
+                    if r.end() != r.start() {
+                        out.push('-');
+                        push_class_char(out, r.end());
+                    }
                 }
                 out.push(']');
             }
@@ -1125,6 +1203,26 @@ fn print(hir: &Hir, out: &mut String) -> Result<(), GrammarError> {
         }
     }
     Ok(())
+}
+
+/// `c` as one character of a bracketed class: a letter, a digit or a
+/// space as itself, other printable ASCII escaped (every such character
+/// but `<` and `>` may be, and then none is an operator: `-`, `&&`, `~~`,
+/// `[`), the rest as `\x{...}`. (All as `\x{...}` made a JSON string's
+/// character class three times as long, and every plain piece is printed.)
+fn push_class_char(out: &mut String, c: char) {
+    match c {
+        '0'..='9' | 'A'..='Z' | 'a'..='z' | ' ' | '<' | '>' => out.push(c),
+        '!'..='~' => {
+            out.push('\\');
+            out.push(c);
+        }
+        _ => {
+            out.push_str("\\x{");
+            push_hex(out, c as u32, 1);
+            out.push('}');
+        }
+    }
 }
 
 /// `v` in upper-case hexadecimal, at least `width` digits (as `{:0width$X}`
@@ -1377,6 +1475,47 @@ mod tests {
             for t in no {
                 assert!(!re.is_match(t), "{printed} should not match {t}");
             }
+        }
+    }
+
+    #[test]
+    fn classes_print_back_to_themselves() {
+        use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
+        let parse = |text: &str| {
+            regex_syntax::ParserBuilder::new()
+                .utf8(true)
+                .build()
+                .parse(text)
+                .unwrap_or_else(|e| panic!("{text}: {e}"))
+        };
+        let mut classes: Vec<Vec<(char, char)>> = Vec::new();
+        // Every ASCII character alone, as a range's either end, and beside
+        // the characters that make class operators (`&&`, `--`, `~~`) or
+        // open a nested class.
+        for c in (0u8..0x80).map(char::from) {
+            classes.push(vec![(c, c)]);
+            classes.push(vec![(c, '~')]);
+            classes.push(vec![('\0', c)]);
+            for op in ['&', '-', '~', '[', ']', '^', '\\'] {
+                if c != op {
+                    classes.push(vec![(c, c), (op, op)]);
+                    classes.push(vec![(op, op), (c, c)]);
+                }
+            }
+        }
+        classes.push(vec![(' ', '!'), ('#', '['), (']', '\u{10FFFF}')]);
+        classes.push(vec![('\t', '\n'), ('\r', '\r'), (' ', ' ')]);
+        classes.push(vec![('é', 'é'), ('\u{F0000}', '\u{F0010}')]);
+        for ranges in classes {
+            let class =
+                ClassUnicode::new(ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
+            let hir = Hir::class(Class::Unicode(class));
+            let text = regex_text(&hir).unwrap();
+            assert_eq!(parse(&text), hir, "{ranges:?} printed as {text}");
+            // Inside a sequence and repeated, as pieces print them.
+            let seq = Hir::concat(vec![Hir::literal("a-".as_bytes()), hir.clone()]);
+            let text = regex_text(&seq).unwrap();
+            assert_eq!(parse(&text), seq, "{ranges:?} printed as {text}");
         }
     }
 
