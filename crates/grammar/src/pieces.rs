@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 
+use hashbrown::HashMap;
 use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 use tokensieve_core::GrammarError;
 
@@ -175,6 +176,7 @@ pub fn split_with(
         verbatim: vec![None; rules.len() + 1],
         limits,
         marks: Vec::new(),
+        counted: HashMap::new(),
     };
     // One memo for every text: a definition inlined in two rules is read once.
     let mut memo = crate::syntax::Memo::default();
@@ -488,6 +490,12 @@ struct Splitter<'a> {
     /// asking it at each level the walk goes down read a subtree again
     /// for each level above it (a tenth of a big schema's compile).
     marks: Vec<Mark>,
+    /// The counting automata built so far ([`Splitter::counted`]), by the
+    /// regex they count (`None`: counting it is not exact): the same
+    /// `maxLength` string comes back in every object that has it (a
+    /// Kubernetes schema builds `(?:char){0,255}"` twenty times), and a
+    /// backend keeps one lexeme per regex.
+    counted: HashMap<String, Option<Arc<LazyCounted>>>,
 }
 
 /// What [`Splitter::mark`] found of a node: the nodes of its subtree
@@ -651,7 +659,7 @@ impl Splitter<'_> {
     /// it, the repetition has an upper bound, and counting it is exact.
     /// Otherwise the continuation back, for blocks.
     fn counted(
-        &self,
+        &mut self,
         rep: &Repetition,
         mut continuation: Vec<Piece>,
     ) -> Result<Result<Vec<Piece>, Vec<Piece>>, GrammarError> {
@@ -665,15 +673,23 @@ impl Splitter<'_> {
         let whole = Hir::concat(vec![Hir::repetition(rep.clone()), tail.clone()]);
         let regex = regex_text(&whole)?;
         let nullable = whole.properties().minimum_len() == Some(0);
-        let Some(automaton) =
-            LazyCounted::build(&rep.sub, rep.min, max, &tail, regex.clone(), limits)
-        else {
+        let built = match self.counted.get(&regex) {
+            Some(built) => built.clone(),
+            None => {
+                let built =
+                    LazyCounted::build(&rep.sub, rep.min, max, &tail, regex.clone(), limits)
+                        .map(Arc::new);
+                self.counted.insert(regex.clone(), built.clone());
+                built
+            }
+        };
+        let Some(automaton) = built else {
             return Ok(Err(continuation));
         };
         let mut pieces = vec![Piece::Counted {
             regex,
             nullable,
-            automaton: Arc::new(automaton),
+            automaton,
         }];
         pieces.extend(continuation.drain(rest..));
         Ok(Ok(pieces))
@@ -1656,6 +1672,54 @@ mod tests {
                 assert_eq!(accepts(&g, text.as_bytes()), ok, "{root} on {text}");
             }
         }
+    }
+
+    /// A counted repetition that comes again (the same `maxLength` string
+    /// in many objects) is built once: its pieces share one automaton,
+    /// and a repetition of another count gets its own.
+    #[test]
+    fn the_same_counted_repetition_is_built_once() {
+        let limits = PieceLimits {
+            block_weight: Some(9),
+            counted: Some(DfaLimits {
+                nfa_size_limit: 1 << 20,
+                dfa_size_limit: 1 << 20,
+                max_dfa_states: 1000,
+                minimize: false,
+            }),
+            ..PieceLimits::default()
+        };
+        let string = |max: u32| format!(r#""(?:a|bc){{0,{max}}}""#);
+        let root = format!("<{}{}{}{}>", string(6), p(0), string(8), p(0));
+        let rules = vec![string(6)];
+        let g = split(&root, &rules, &limits).unwrap();
+        let counted: Vec<(&String, &Arc<LazyCounted>)> = (g.rules.iter().flatten().flatten())
+            .filter_map(|p| match p {
+                Piece::Counted {
+                    regex, automaton, ..
+                } => Some((regex, automaton)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(counted.len(), 3, "{g:?}");
+        let accepts = |a: &LazyCounted, text: &str| {
+            let end = text.bytes().fold(a.start(), |q, b| a.next(q, b));
+            a.is_accepting(end)
+        };
+        let mut six = Vec::new();
+        for (regex, automaton) in &counted {
+            let max = if regex.contains("{0,6}") { 6 } else { 8 };
+            if max == 6 {
+                six.push(*automaton);
+            }
+            // Each piece's automaton counts its own regex's copies.
+            for n in 0..=10 {
+                let text = format!("{}\"", "a".repeat(n));
+                assert_eq!(accepts(automaton, &text), n <= max, "{regex} on {text}");
+            }
+        }
+        assert_eq!(six.len(), 2, "{g:?}");
+        assert!(Arc::ptr_eq(six[0], six[1]), "built twice");
     }
 
     /// The same language as from_regex + link, on random sentences of that
