@@ -50,8 +50,9 @@ pub fn parse_with<'a>(
 /// texts, so it lives no longer than they do.
 #[derive(Default)]
 pub struct Memo<'a> {
-    /// Classes met before, by their text (from `[` to its `]`).
-    classes: HashMap<&'a str, Hir>,
+    /// Classes met before, by their text (from `[` to its `]`), with the
+    /// levels their reading went below the class's own.
+    classes: HashMap<&'a str, (Hir, u32)>,
     /// Non-capturing groups of at least [`MEMO_GROUP_LEN`] bytes, by their
     /// first [`MEMO_GROUP_LEN`] bytes: the group's whole text, its tree
     /// once the text has been read [`MEMO_KEEP_AT`] times, how often it
@@ -258,13 +259,26 @@ impl<'a> Parser<'a, '_> {
             }
             '[' => {
                 let start = self.at - 1;
-                let set = self.class(depth + 1)?;
-                let source = &self.text[start..self.at];
-                if let Some(known) = self.memo.classes.get(source) {
+                // A class read before is not read again. Where its text is
+                // a known class's, reading would take exactly that text (a
+                // class's reading looks at nothing past its `]`) and give
+                // that class, so `class_end` need only guess the end: a
+                // wrong guess is a text no class was read from.
+                if let Some(end) = class_end(self.text, self.at)
+                    && let Some((known, height)) = self.memo.classes.get(&self.text[start..end])
+                    && depth + 1 + height <= self.budget
+                {
+                    self.deepest = self.deepest.max(depth + 1 + height);
+                    self.at = end;
                     return Some(known.clone());
                 }
+                let outer = std::mem::replace(&mut self.deepest, depth + 1);
+                let set = self.class(depth + 1)?;
+                let height = self.deepest - (depth + 1);
+                self.deepest = self.deepest.max(outer);
+                let source = &self.text[start..self.at];
                 let hir = Hir::class(Class::Unicode(set));
-                self.memo.classes.insert(source, hir.clone());
+                self.memo.classes.insert(source, (hir.clone(), height));
                 hir
             }
             '\\' => literal(self.escape()?),
@@ -454,13 +468,20 @@ impl<'a> Parser<'a, '_> {
             if c == ']' && !first {
                 return Some(set);
             }
-            first = false;
+            if c == ']' && self.peek2() == Some('-') {
+                // A `]` first in a class starts no range in regex-syntax
+                // (`[]-z]` is `]`, `-` and `z`).
+                return None;
+            }
             if self.text[self.at..].starts_with("&&")
                 || self.text[self.at..].starts_with("--")
                 || self.text[self.at..].starts_with("~~")
             {
-                return Some(set);
+                // First in a class, regex-syntax reads an operator's
+                // characters its own way (`[--a]` is `-` and `a`).
+                return (!first).then_some(set);
             }
+            first = false;
             if c == '[' {
                 if self.peek2() == Some(':') {
                     return None;
@@ -492,6 +513,53 @@ impl<'a> Parser<'a, '_> {
             c => Some(c),
         }
     }
+}
+
+/// Where the bracketed class whose items start at byte `at` of `text`
+/// (after its `[`) ends, past its `]`, as the class syntax reads it
+/// (escapes, a `]` first, nested classes), or `None` where the text ends
+/// first. A guess [`Parser::atom`] checks against the classes it read.
+fn class_end(text: &str, at: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = at;
+    let mut open = 1u32;
+    // At the start of a class (after `[` and a `^`): a `]` there is a
+    // member.
+    let mut first = true;
+    if bytes.get(i) == Some(&b'^') {
+        i += 1;
+    }
+    while let Some(&b) = bytes.get(i) {
+        i += 1;
+        match b {
+            b'\\' => {
+                // `\x{...}` to its `}`; any other escape is one character
+                // (continuation bytes of a wide one are skipped as members).
+                if bytes.get(i) == Some(&b'x') && bytes.get(i + 1) == Some(&b'{') {
+                    i += bytes[i..].iter().position(|&b| b == b'}')? + 1;
+                } else {
+                    i += 1;
+                }
+            }
+            b'[' => {
+                open += 1;
+                if bytes.get(i) == Some(&b'^') {
+                    i += 1;
+                }
+                first = true;
+                continue;
+            }
+            b']' if !first => {
+                open -= 1;
+                if open == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+        first = false;
+    }
+    None
 }
 
 fn literal(c: char) -> Hir {
@@ -677,6 +745,90 @@ mod tests {
             }
         }
         assert!(taken > 1_000, "only {taken} random texts taken fast");
+    }
+
+    /// Classes met again are copied from the memo (one memo for all the
+    /// texts, as a split keeps it), and every text still reads as
+    /// regex-syntax reads it: random texts of class pieces (a `]` first,
+    /// escaped brackets, nested classes, operators, broken classes), and
+    /// classes nested up to the budget and past it.
+    #[test]
+    fn classes_met_again_read_as_regex_syntax_reads_them() {
+        use tokensieve_core::testing::SplitMix64;
+        let pieces = [
+            "[", "]", "^", "a", "-", "z", "\\]", "\\[", "\\x{5D}", "\\x5B", "&&", "--", "~~", "[:",
+            "é", "\\\\", "\\-", "(", ")", "*", "{2}",
+        ];
+        let mut rng = SplitMix64(11);
+        let texts: Vec<String> = (0..20_000)
+            .map(|_| {
+                let n = 2 + rng.below(10);
+                let body: String = (0..n).map(|_| pieces[rng.below(pieces.len())]).collect();
+                // A class (often well formed) twice, so the second meets the first.
+                let class = format!("[{body}]");
+                format!("{class}x{class}")
+            })
+            .collect();
+        let mut memo = Memo::default();
+        let mut fast_texts = 0;
+        for text in &texts {
+            let read = parse_with(text, 256, &mut memo);
+            assert_eq!(read.as_ref().ok(), slow(text).as_ref().ok(), "{text}");
+            assert_eq!(read.is_err(), slow(text).is_err(), "{text}");
+            fast_texts += usize::from(fast(text, 256, &mut Memo::default()).is_some());
+        }
+        assert!(
+            fast_texts > 1_000,
+            "only {fast_texts} random texts read fast"
+        );
+        assert!(
+            memo.classes.len() > 100,
+            "the memo kept {} classes",
+            memo.classes.len()
+        );
+        // Nested classes met again near the budget (a quarter of the nest
+        // limit): taken from the memo only where reading them again would
+        // stay within it.
+        let nested = |levels: usize| format!("{}a{}", "[".repeat(levels), "]".repeat(levels));
+        let cases: Vec<(u32, String)> = [16u32, 24, 32]
+            .into_iter()
+            .flat_map(|limit| (1..=limit as usize / 4 + 2).map(move |levels| (limit, levels)))
+            .flat_map(|(limit, levels)| {
+                (0..3).map(move |wrap| {
+                    let (open, close) = ("(?:".repeat(wrap), ")".repeat(wrap));
+                    (limit, format!("{open}{}{close}", nested(levels)))
+                })
+            })
+            .collect();
+        // A class read under a generous limit, met again under one its
+        // nesting passes: read again (and refused), not copied.
+        let deep = nested(10);
+        let cases: Vec<(u32, String)> = [(256, deep.clone()), (8, deep)]
+            .into_iter()
+            .chain(cases)
+            .collect();
+        let mut memo = Memo::default();
+        for (limit, text) in &cases {
+            let read = parse_with(text, *limit, &mut memo);
+            let slow = slow_under(text, *limit);
+            assert_eq!(read.is_err(), slow.is_err(), "{text} under {limit}");
+            if let Ok(hir) = read {
+                assert_eq!(Ok(hir), slow, "{text} under {limit}");
+            }
+        }
+        // The guess of a class's end, on classes as the lowering writes them.
+        for class in [
+            r"[a-z]",
+            r"[]a]",
+            r"[^]a]",
+            r"[\]\[]",
+            r"[\x{5D}-\x{10FFFF}]",
+            r"[[a-z]--[aeiou]]",
+            r"[é-ë]",
+        ] {
+            assert_eq!(class_end(class, 1), Some(class.len()), "{class}");
+        }
+        assert_eq!(class_end("[a-z", 1), None);
     }
 
     /// Groups met again are copied from the memo, across texts too, and
