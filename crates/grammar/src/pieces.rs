@@ -1630,13 +1630,9 @@ mod tests {
         );
     }
 
-    /// Long repetitions counted: one counted piece with its closing quote
-    /// where the body can be counted, blocks where it cannot (a copy that
-    /// may go on where another ends) or has no upper bound; every count in
-    /// and around the bounds keeps its answer.
-    #[test]
-    fn long_repetitions_counted_keep_their_counts() {
-        let limits = PieceLimits {
+    /// Limits of a split that counts long repetitions (blocks of weight 9).
+    fn counting_limits() -> PieceLimits {
+        PieceLimits {
             block_weight: Some(9),
             counted: Some(DfaLimits {
                 nfa_size_limit: 1 << 20,
@@ -1645,7 +1641,16 @@ mod tests {
                 minimize: false,
             }),
             ..PieceLimits::default()
-        };
+        }
+    }
+
+    /// Long repetitions counted: one counted piece with its closing quote
+    /// where the body can be counted, blocks where it cannot (a copy that
+    /// may go on where another ends) or has no upper bound; every count in
+    /// and around the bounds keeps its answer.
+    #[test]
+    fn long_repetitions_counted_keep_their_counts() {
+        let limits = counting_limits();
         let counted = |g: &PieceGrammar| {
             g.rules
                 .iter()
@@ -1680,16 +1685,7 @@ mod tests {
     /// and a repetition of another count gets its own.
     #[test]
     fn the_same_counted_repetition_is_built_once() {
-        let limits = PieceLimits {
-            block_weight: Some(9),
-            counted: Some(DfaLimits {
-                nfa_size_limit: 1 << 20,
-                dfa_size_limit: 1 << 20,
-                max_dfa_states: 1000,
-                minimize: false,
-            }),
-            ..PieceLimits::default()
-        };
+        let limits = counting_limits();
         let string = |max: u32| format!(r#""(?:a|bc){{0,{max}}}""#);
         let root = format!("<{}{}{}{}>", string(6), p(0), string(8), p(0));
         let rules = vec![string(6)];
