@@ -757,7 +757,7 @@ mod tests {
         use tokensieve_core::testing::SplitMix64;
         let pieces = [
             "[", "]", "^", "a", "-", "z", "\\]", "\\[", "\\x{5D}", "\\x5B", "&&", "--", "~~", "[:",
-            "é", "\\\\", "\\-", "(", ")", "*", "{2}",
+            "é", "\\\\", "\\-", "(", ")", "*", "{2}", "\\",
         ];
         let mut rng = SplitMix64(11);
         let texts: Vec<String> = (0..20_000)
