@@ -163,11 +163,32 @@ impl Measure {
         )
     }
 
-    /// The measure of `hir` as built.
+    /// The measure of `hir` as built: [`crate::pieces::weight_by`] with
+    /// [`Measure::class`], and the depth, in one reading of the tree (the
+    /// earley lowering measures every piece of a big schema).
     pub fn of(hir: &Hir) -> Measure {
+        let (weight, depth) = match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) => (0, 0),
+            HirKind::Literal(lit) => (lit.0.len() as u64, 0),
+            HirKind::Class(c) => (Measure::class(c), 0),
+            HirKind::Capture(c) => {
+                let sub = Measure::of(&c.sub);
+                (sub.weight, sub.depth)
+            }
+            HirKind::Repetition(r) => {
+                let sub = Measure::of(&r.sub);
+                let copies = r.max.unwrap_or(r.min).max(r.min).max(1);
+                (sub.weight.saturating_mul(copies as u64), sub.depth)
+            }
+            HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+                subs.iter().map(Measure::of).fold((0u64, 0), |(w, d), m| {
+                    (w.saturating_add(m.weight), d.max(m.depth))
+                })
+            }
+        };
         Measure {
-            weight: crate::pieces::weight_by(hir, &Measure::class),
-            depth: Measure::depth(hir),
+            weight,
+            depth: 1 + depth,
         }
     }
 
