@@ -340,10 +340,14 @@ const ZONE_ESCAPES: usize = 2048;
 #[cfg(test)]
 const ZONE_ESCAPES: usize = 1;
 
-/// The shortest run of a text step walked through a chain's skeleton
-/// ([`Lexeme::chain_skeleton`]): below it, nearly every token is deeper
-/// than the budget, and the skeleton's escapes would be most of the trie.
-const MIN_CHAIN_BUDGET: u32 = 8;
+/// A chain with fewer characters left than this is walked through the
+/// skeleton of exactly that many ([`Lexeme::chain_skeleton`]); a longer
+/// one through that of its run rounded down to a power of two (a skeleton
+/// per power: few, whatever the bounds). Near a chain's end most tokens
+/// are longer than what is left: with a shorter budget, each of them
+/// would be scanned from the budget down to the run's end (the last
+/// characters of a string of fixed length: milliseconds per token).
+const EXACT_BUDGETS: u32 = 16;
 
 /// What a loop's walk finds below the escapes of its skeleton that are not
 /// the root's children (see [`Lexeme::scan_escapes`]): each such escape's
@@ -529,6 +533,24 @@ pub(crate) struct Skeleton {
     escape_chars: Vec<u32>,
     /// The most characters above an escape.
     deepest: u32,
+    /// In a skeleton with a budget, the nodes that would start a character
+    /// past it, by byte (not among the escapes): every one of them is
+    /// `budget` characters down, so one byte's nodes all go where the
+    /// chain's state after the budget sends that byte. A chain near its
+    /// end (the last characters of a string of fixed length) has tens of
+    /// thousands of them and takes few bytes there (the closing quote): a
+    /// byte it refuses refuses its nodes' tokens at once.
+    frontier: Vec<Frontier>,
+    /// The characters of the budget (see [`Skeleton::new`]).
+    budget: u32,
+}
+
+/// The nodes of a [`Skeleton`]'s frontier with one byte, and their tokens.
+#[derive(Debug)]
+struct Frontier {
+    byte: u8,
+    nodes: Vec<u32>,
+    tokens: Runs,
 }
 
 impl Skeleton {
@@ -542,13 +564,17 @@ impl Skeleton {
     /// `\S` does, has escapes at their lead bytes only).
     ///
     /// The walk takes at most `budget` characters of the step (every token
-    /// when it is the trie's depth): a node that would start one more is an
-    /// escape, and a subtree is taken whole only if its deepest path stays
+    /// when it is the trie's depth): a node that would start one more is in
+    /// the frontier, and a subtree is taken whole only if its deepest path stays
     /// within the budget. Such a skeleton serves every state from which
     /// the step repeats at least `budget` times ([`TextRuns::run`]): the
     /// states of a bounded string's count chain.
     fn new(trie: &TokenTrie, step: &TextStep, budget: u32) -> Skeleton {
-        let mut s = Skeleton::default();
+        let mut s = Skeleton {
+            budget,
+            ..Skeleton::default()
+        };
+        let mut frontier: Vec<Vec<u32>> = Vec::new();
         // The decoder at each depth of the current path; the loop itself
         // at a character boundary. And the characters completed there.
         let mut at = vec![Utf8At::Boundary; trie.max_depth + 1];
@@ -561,7 +587,10 @@ impl Skeleton {
             let parent = at[n.depth as usize - 1];
             let done = chars[n.depth as usize - 1];
             if parent == Utf8At::Boundary && done == budget {
-                s.escape(i as u32, done);
+                if frontier.is_empty() {
+                    frontier.resize_with(256, Vec::new);
+                }
+                frontier[n.byte as usize].push(i as u32);
                 i = next;
                 continue;
             }
@@ -602,6 +631,22 @@ impl Skeleton {
                     i += 1;
                 }
             }
+        }
+        for (byte, nodes) in frontier.into_iter().enumerate() {
+            if nodes.is_empty() {
+                continue;
+            }
+            let mut tokens = Runs::default();
+            for &n in &nodes {
+                let next = trie.nodes[n as usize].next as usize;
+                tokens.push(trie.token_start[n as usize], trie.token_start[next]);
+            }
+            s.deepest = budget;
+            s.frontier.push(Frontier {
+                byte: byte as u8,
+                nodes,
+                tokens,
+            });
         }
         s
     }
@@ -1498,21 +1543,22 @@ impl Lexeme {
     }
 
     /// The [`Skeleton`] that serves `state` as the start of a chain: its
-    /// text step repeats for at least [`MIN_CHAIN_BUDGET`] characters, each
-    /// to a state of its own (the count of a bounded string). The budget is
-    /// the run rounded down to a power of two, or the trie's depth where
-    /// the run covers every token: the skeletons of one step are then few,
-    /// whatever the bounds.
+    /// text step repeats, each time to a state of its own (the count of a
+    /// bounded string). The budget is the run below [`EXACT_BUDGETS`], the
+    /// run rounded down to a power of two above it, or the trie's depth
+    /// where the run covers every token: the skeletons of one step are
+    /// then few, whatever the bounds (those of a JSON string's body are
+    /// the vocabulary's, made once per process).
     fn chain_skeleton(&self, state: u32) -> Option<Arc<Skeleton>> {
         let dfa = self.dfa();
         let step = *self.runs.step(dfa, state)?;
         let (run, full) = (self.runs.run(dfa, state), self.trie.max_depth as u32);
         let budget = if run >= full {
             full
-        } else if run >= MIN_CHAIN_BUDGET {
+        } else if run >= EXACT_BUDGETS {
             1 << run.ilog2()
         } else {
-            return None;
+            run
         };
         Some(self.skeletons.get(&self.trie, &step, budget))
     }
@@ -1542,11 +1588,24 @@ impl Lexeme {
             let end = trie.nodes[e].next as usize;
             self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
         }
-        walk.take_from_root(
-            trie,
-            &[&skeleton.kept, &kept],
-            &[&skeleton.refused, &refused],
-        );
+        // Past the budget: a byte the state there refuses refuses every
+        // node of it; the others are scanned.
+        let mut refused_bytes = Vec::new();
+        for f in &skeleton.frontier {
+            let row = rows[skeleton.budget as usize];
+            if row[dfa.classes()[f.byte as usize] as usize] == DEAD {
+                refused_bytes.push(&f.tokens);
+                continue;
+            }
+            for &e in &f.nodes {
+                let e = e as usize;
+                stack[trie.nodes[e].depth as usize - 1] = row;
+                let end = trie.nodes[e].next as usize;
+                self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
+            }
+        }
+        refused_bytes.extend([&skeleton.refused, &refused]);
+        walk.take_from_root(trie, &[&skeleton.kept, &kept], &refused_bytes);
     }
 
     /// The walk from `state` through the skeleton of its free zone `zone`
@@ -2174,6 +2233,13 @@ mod tests {
             // trie's depth.
             r#""(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]){0,40}" *,"#,
             r#"(?:[^"\\:]|\\["\\]|中){3,12}:"#,
+            // Near a chain's end (strings of fixed or bounded length):
+            // most tokens are deeper than what is left, and the state
+            // after the budget takes a quote only; with a long budget,
+            // most of the vocabulary is kept and the frontier's refusals
+            // are cleared from every token.
+            r#""[^"\\]{9}""#,
+            r#"[^"\\]{0,12}","#,
             // Loops that take most characters but not all: their escapes
             // are at the lead bytes of those they leave out.
             r#""[^"\\\x00-\x1F\x{2028}\x{2029}]*""#,
@@ -2222,6 +2288,59 @@ mod tests {
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
         assert!(zones >= 4, "searches walked through their zones: {zones}");
+    }
+
+    /// The last characters of strings of fixed and bounded length, on a
+    /// vocabulary of words (most tokens shorter than the strings, some
+    /// longer): each count is walked through the skeleton of exactly what
+    /// is left, whose frontier is refused a byte at a time where the
+    /// count's end refuses the byte. Where most tokens are kept, the walk
+    /// starts from every token and clears the refused ones, so every
+    /// refusal must be counted: each walk is the full walk.
+    #[test]
+    fn chains_near_their_end_walk_as_a_full_walk() {
+        let mut rng = SplitMix64(11);
+        let mut tokens: Vec<Vec<u8>> = (0x20..0x7Fu8).map(|b| vec![b]).collect();
+        for _ in 0..2000 {
+            let most = if rng.below(6) == 0 { 24 } else { 6 };
+            let len = 1 + rng.below(most);
+            tokens.push((0..len).map(|_| b"abcdefgh xyz\\"[rng.below(13)]).collect());
+        }
+        for _ in 0..100 {
+            let len = 1 + rng.below(12);
+            let mut t: Vec<u8> = (0..len).map(|_| b"abxy "[rng.below(5)]).collect();
+            t.extend_from_slice(b"\",");
+            tokens.push(t);
+        }
+        let vocab = Vocabulary::from_byte_tokens(tokens);
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let (mut frontiers, mut cleared) = (0, 0);
+        for regex in [r#""[^"\\]{9}" *,"#, r#""[^"\\]{0,12}" *,"#] {
+            let dfa = ByteDfa::build(regex, &limits(true)).unwrap();
+            let l = Lexeme::new(
+                Making::Now(LexDfa::Eager(dfa)),
+                trie.clone(),
+                vocab.mask_words(),
+                Arc::default(),
+            );
+            for state in 1..l.dfa().num_states() as u32 {
+                assert_walks_as_a_full_walk(&l, state, regex);
+                let Some(skeleton) = l.chain_skeleton(state) else {
+                    continue;
+                };
+                if l.loop_skeleton(state).is_some() || skeleton.frontier.is_empty() {
+                    continue;
+                }
+                assert_eq!(skeleton.budget, l.runs.run(l.dfa(), state), "{regex}");
+                frontiers += 1;
+                cleared += usize::from(plain_walk(&l, state).0.len() * 2 > trie.tokens.len());
+            }
+        }
+        assert!(
+            frontiers >= 10,
+            "chains walked through a frontier: {frontiers}"
+        );
+        assert!(cleared >= 4, "walks that cleared the refused: {cleared}");
     }
 
     /// A string value that ends its lexeme walks its body once for every
