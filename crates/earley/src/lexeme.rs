@@ -89,6 +89,20 @@ impl LexDfa {
         }
     }
 
+    /// The transitions of `state` by byte class where the automaton keeps
+    /// them as a row; `None` where it would make the row for the asking
+    /// (a counted repetition's: a state per class) or has none: ask
+    /// [`LexDfa::next`] byte by byte.
+    #[inline]
+    pub(crate) fn kept_row(&self, state: u32) -> Option<&[u32]> {
+        match self {
+            LexDfa::Eager(d) => Some(d.row(state)),
+            LexDfa::Lazy(d) => Some(d.row_of(state)),
+            LexDfa::Product(d) => Some(d.row_of(state)),
+            LexDfa::Counted(_) | LexDfa::Failed(_) => None,
+        }
+    }
+
     /// The transitions of `state` by byte class (see [`LexDfa::classes`]).
     #[inline]
     pub(crate) fn row(&self, state: u32) -> &[u32] {
@@ -1361,13 +1375,17 @@ impl Lexeme {
             // bytes are counted here, and no state is made but the one
             // after the run.
             let chain = dfa.chain(from);
+            // The state's transitions, once a byte outside its run asks
+            // (a run's bytes make no state, nor does asking for none).
+            let mut row: Option<Option<&[u32]>> = None;
+            let classes = dfa.classes();
             let (bytes, kids) = trie.kids(node as usize);
             for (&b, &kid) in bytes.iter().zip(kids) {
                 let k = kid as usize;
-                let end = trie.nodes[k].next as usize;
-                let leaf = end == k + 1;
                 let next = match chain {
                     Some(c) if c.has(b) && run + 1 < c.left => {
+                        let end = trie.nodes[k].next as usize;
+                        let leaf = end == k + 1;
                         // `run + 1` bytes into the run: live, accepting as
                         // `from` does; its subtree whole if it is bytes of
                         // the run, no more of them than are left, and
@@ -1395,11 +1413,18 @@ impl Lexeme {
                     }
                     Some(c) if c.has(b) => c.after,
                     // Another byte goes where it goes from `from`.
-                    _ => dfa.next(from, b),
+                    _ => match *row.get_or_insert_with(|| dfa.kept_row(from)) {
+                        Some(row) => row[classes[b as usize] as usize],
+                        None => dfa.next(from, b),
+                    },
                 };
+                // Most children die here: their nodes (far apart in the
+                // trie) are read only when they live.
                 if next == DEAD {
                     continue;
                 }
+                let end = trie.nodes[k].next as usize;
+                let leaf = end == k + 1;
                 if !leaf && self.runs.takes_subtree(dfa, next, &trie.below[k]) {
                     kept.push(trie.token_start[k], trie.token_start[end]);
                     continue;
