@@ -744,6 +744,10 @@ pub(crate) struct Walker {
 /// keep, when every lexeme state among them holds a few ids and ends in no
 /// token (keys, literals, the first characters of a value): their union
 /// without a row of the whole vocabulary to clear, count and read back.
+/// `None` once the ids, repeats counted, are as many as a row would hold
+/// ([`TokenSet::dense_for`]): sorting them would cost more than the row
+/// (the keys of an object of a hundred optional properties, each key's
+/// state its own item, share most of their first tokens).
 fn few_ids(cfg: &Cfg, items: &[Item], words: usize) -> Option<Vec<u32>> {
     let mut ids = Vec::new();
     for item in items {
@@ -757,6 +761,9 @@ fn few_ids(cfg: &Cfg, items: &[Item], words: usize) -> Option<Vec<u32>> {
                 ..
             } if exits.is_empty() => ids.extend_from_slice(some),
             _ => return None,
+        }
+        if TokenSet::dense_for(ids.len(), words) {
+            return None;
         }
     }
     ids.sort_unstable();
