@@ -1457,12 +1457,8 @@ fn key_complement(names: &[String]) -> (KeyTrie, Lang) {
 fn quoted_key_complement(names: &[String]) -> (Lang, Verbatim) {
     let (root, complement) = key_complement(names);
     let quoted = rx::seq([Lang::lit("\""), complement, Lang::lit("\"")]);
-    let weight = 2
-        + root.weight(TriePart::LeaveHere, 0)
-        + root.weight(TriePart::BeforeNonAscii, 0)
-        + class_weight(char::MAX)
-        + class_weight(char::MAX)
-        + root.weight(TriePart::Short, 0);
+    let weight =
+        2 + root.weights(0).iter().sum::<u64>() + class_weight(char::MAX) + class_weight(char::MAX);
     let verbatim = Verbatim {
         weight,
         depth: quoted.nest().saturating_add(1),
@@ -1495,6 +1491,15 @@ enum TriePart {
     BeforeNonAscii,
     /// `P` where no name ends.
     Short,
+}
+
+impl TriePart {
+    /// The parts a key's complement is made of.
+    const ALL: [TriePart; 3] = [
+        TriePart::LeaveHere,
+        TriePart::BeforeNonAscii,
+        TriePart::Short,
+    ];
 }
 
 impl KeyTrie {
@@ -1535,29 +1540,42 @@ impl KeyTrie {
         ])
     }
 
-    /// What [`KeyTrie::part`]'s syntax tree weighs (the bytes of its
-    /// literals, each class what [`class_weight`] says), or a little more:
-    /// the tree may join single characters into a class.
-    fn weight(&self, part: TriePart, depth: usize) -> u64 {
+    /// What [`KeyTrie::part`]'s syntax tree weighs for each part (the
+    /// bytes of its literals, each class what [`class_weight`] says), or a
+    /// little more: the tree may join single characters into a class. The
+    /// three parts in one walk of the trie ([`TriePart::ALL`]'s order).
+    fn weights(&self, depth: usize) -> [u64; 3] {
+        let add = |total: &mut [u64; 3], more: [u64; 3]| {
+            for (t, m) in total.iter_mut().zip(more) {
+                *t += m;
+            }
+        };
+        let mut total = [0u64; 3];
         if depth >= NESTED_TRIE_LEVELS {
             // One alternative per node: its path, then its own part.
-            let mut total = 0u64;
             let mut stack: Vec<(u64, &KeyTrie)> = vec![(0, self)];
             while let Some((path, node)) = stack.pop() {
-                let (count, own) = node.own_weight(part);
-                total += count * path + own;
+                add(
+                    &mut total,
+                    node.own_weights().map(|(count, own)| count * path + own),
+                );
                 for (c, child) in &node.children {
                     stack.push((path + c.len_utf8() as u64, child));
                 }
             }
             return total;
         }
-        let (_, own) = self.own_weight(part);
-        own + self
-            .children
-            .iter()
-            .map(|(c, child)| c.len_utf8() as u64 + child.weight(part, depth + 1))
-            .sum::<u64>()
+        add(&mut total, self.own_weights().map(|(_, own)| own));
+        for (c, child) in &self.children {
+            let edge = c.len_utf8() as u64;
+            add(&mut total, child.weights(depth + 1).map(|w| edge + w));
+        }
+        total
+    }
+
+    /// [`KeyTrie::own_weight`] of each part ([`TriePart::ALL`]'s order).
+    fn own_weights(&self) -> [(u64, u64); 3] {
+        TriePart::ALL.map(|part| self.own_weight(part))
     }
 
     /// How many alternatives [`KeyTrie::own`] writes, and what they weigh.
