@@ -2174,6 +2174,22 @@ mod tests {
         }
     }
 
+    /// `regex` as an eager lexeme on `trie` (of `vocab`), with skeletons
+    /// of its own.
+    fn eager_lexeme(
+        regex: &str,
+        vocab: &Vocabulary,
+        trie: &Arc<TokenTrie>,
+        limits: &DfaLimits,
+    ) -> Lexeme {
+        Lexeme::new(
+            Making::Now(LexDfa::Eager(ByteDfa::build(regex, limits).unwrap())),
+            trie.clone(),
+            vocab.mask_words(),
+            Arc::default(),
+        )
+    }
+
     /// The walk without taking subtrees whole: every node visited.
     fn plain_walk(l: &Lexeme, state: u32) -> (Vec<u32>, Vec<(u32, u32)>) {
         let trie = &*l.trie;
@@ -2277,13 +2293,7 @@ mod tests {
         let mut chains = [0; 2];
         let mut zones = 0;
         for regex in regexes {
-            let dfa = ByteDfa::build(regex, &limits).unwrap();
-            let l = Lexeme::new(
-                Making::Now(LexDfa::Eager(dfa)),
-                trie.clone(),
-                vocab.mask_words(),
-                Arc::default(),
-            );
+            let l = eager_lexeme(regex, &vocab, &trie, &limits);
             for state in 1..l.dfa().num_states() as u32 {
                 assert_walks_as_a_full_walk(&l, state, regex);
                 taken_whole += usize::from(l.runs.run(l.dfa(), state) > 1);
@@ -2341,13 +2351,7 @@ mod tests {
         let trie = Arc::new(TokenTrie::new(&vocab));
         let (mut frontiers, mut cleared) = (0, 0);
         for regex in [r#""[^"\\]{9}" *,"#, r#""[^"\\]{0,12}" *,"#] {
-            let dfa = ByteDfa::build(regex, &limits(true)).unwrap();
-            let l = Lexeme::new(
-                Making::Now(LexDfa::Eager(dfa)),
-                trie.clone(),
-                vocab.mask_words(),
-                Arc::default(),
-            );
+            let l = eager_lexeme(regex, &vocab, &trie, &limits(true));
             for state in 1..l.dfa().num_states() as u32 {
                 assert_walks_as_a_full_walk(&l, state, regex);
                 let Some(skeleton) = l.chain_skeleton(state) else {
