@@ -43,7 +43,7 @@ pub fn load_tokenizer_sized(
 }
 
 /// `--option KEY=VALUE` flags (repeatable) into a [`BackendConfig`]: each
-/// lands in `options` under KEY, read by the backend that knows it.
+/// lands in `options` under KEY; a backend refuses a KEY it does not read.
 pub fn backend_config(options: &[String]) -> Result<BackendConfig, BadInput> {
     let mut config = BackendConfig::default();
     for option in options {

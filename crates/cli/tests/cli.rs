@@ -256,6 +256,8 @@ fn backend_options_reach_the_backend() {
     assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
     assert_bad_input(&with_option("a", "max_dfa_states=many"), "max_dfa_states");
     assert_bad_input(&with_option("a", "minimize"), "KEY=VALUE");
+    // A misspelt knob is refused by name, not run with the default.
+    assert_bad_input(&with_option("a", "max_dfa_state=3"), "`max_dfa_state`");
 }
 
 #[test]

@@ -176,6 +176,9 @@ inventory::submit! {
         name: "none",
         aliases: &[],
         description: "no constraint at all: every token allowed (benchmark floor)",
-        factory: |config, vocab| Ok(Arc::new(NoneBackend::new(vocab, config))),
+        factory: |config, vocab| {
+            config.check_options("none", &[])?;
+            Ok(Arc::new(NoneBackend::new(vocab, config)))
+        },
     }
 }

@@ -37,6 +37,24 @@ impl Default for BackendConfig {
 }
 
 impl BackendConfig {
+    /// Refuses an option `backend` does not take (`known`: the names it
+    /// reads), naming the option and listing those it takes: a misspelt
+    /// knob would otherwise be read as absent, and a run made with its
+    /// default (`shared_lexeme=false` benchmarking warm).
+    pub fn check_options(&self, backend: &str, known: &[&str]) -> Result<(), GrammarError> {
+        match self.options.keys().find(|k| !known.contains(&k.as_str())) {
+            None => Ok(()),
+            Some(unknown) => Err(GrammarError::InvalidConfig(format!(
+                "backend `{backend}` has no option `{unknown}` (its options: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))),
+        }
+    }
+
     /// A backend knob parsed as `T`, or `default` when absent. A value that
     /// does not parse is an error naming the knob.
     pub fn option<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, GrammarError> {
@@ -215,5 +233,22 @@ mod tests {
         c.options.insert("max_dfa_states".into(), "lots".into());
         let e = c.option::<usize>("max_dfa_states", 10).unwrap_err();
         assert!(e.to_string().contains("max_dfa_states"));
+    }
+
+    #[test]
+    fn an_option_the_backend_does_not_take_is_named() {
+        let mut c = BackendConfig::default();
+        assert!(c.check_options("b", &[]).is_ok());
+        c.options.insert("max_dfa_state".into(), "9".into());
+        let e = c
+            .check_options("b", &["max_dfa_states", "minimize"])
+            .unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("`b`") && e.contains("`max_dfa_state`"), "{e}");
+        assert!(e.contains("max_dfa_states, minimize"), "{e}");
+        assert!(c.check_options("b", &["max_dfa_state"]).is_ok());
+        // The `none` backend takes no option.
+        let e = instantiate_backend("none", &c, Arc::new(Vocabulary::from_byte_tokens([b"a"])));
+        assert!(e.is_err_and(|e| e.to_string().contains("its options: none")));
     }
 }

@@ -105,9 +105,29 @@ impl Default for EarleyConfig {
 }
 
 impl EarleyConfig {
+    /// The names of the knobs [`EarleyConfig::from_backend_config`] reads
+    /// from `options`.
+    pub const OPTIONS: [&'static str; 14] = [
+        "max_lexeme_states",
+        "max_total_lexeme_states",
+        "max_lexeme_regex_len",
+        "max_dfa_states",
+        "nfa_size_limit",
+        "dfa_size_limit",
+        "max_items",
+        "max_step_work",
+        "mask_cache_bytes",
+        "shared_summaries",
+        "shared_lexemes",
+        "lazy_lexemes",
+        "defer_lexemes",
+        "max_whitespace",
+    ];
+
     /// The config from the registry's [`BackendConfig`]: `max_rollback` from
     /// its field, every other knob from `options` under its field name.
     pub fn from_backend_config(config: &BackendConfig) -> Result<Self, GrammarError> {
+        config.check_options(crate::BACKEND_NAME, &EarleyConfig::OPTIONS)?;
         let d = EarleyConfig::default();
         let c = EarleyConfig {
             max_rollback: config.max_rollback,
@@ -181,7 +201,6 @@ mod tests {
     fn options_are_read_by_name() {
         let mut c = BackendConfig::default();
         c.options.insert("max_items".into(), "77".into());
-        c.options.insert("other_backend_knob".into(), "x".into());
         let e = EarleyConfig::from_backend_config(&c).unwrap();
         assert_eq!(e.max_items, 77);
         assert_eq!(e.max_rollback, 32);
@@ -199,5 +218,30 @@ mod tests {
         ));
         c.options.insert("max_step_work".into(), "lots".into());
         assert!(EarleyConfig::from_backend_config(&c).is_err());
+    }
+
+    /// A knob the backend does not read (misspelt, or another backend's)
+    /// is refused by name, not run with the default.
+    #[test]
+    fn an_unknown_option_is_refused() {
+        let mut c = BackendConfig::default();
+        c.options.insert("shared_lexeme".into(), "false".into());
+        let e = EarleyConfig::from_backend_config(&c)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`shared_lexeme`") && e.contains("shared_lexemes"),
+            "{e}"
+        );
+        // Every option listed is one the config reads: each given alone
+        // with a value no knob takes fails on its value, not its name.
+        for name in EarleyConfig::OPTIONS {
+            let mut c = BackendConfig::default();
+            c.options.insert(name.into(), "-".into());
+            let e = EarleyConfig::from_backend_config(&c)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("cannot parse"), "{name}: {e}");
+        }
     }
 }

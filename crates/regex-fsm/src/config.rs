@@ -76,11 +76,26 @@ impl Default for RegexFsmConfig {
 }
 
 impl RegexFsmConfig {
+    /// The names of the knobs [`RegexFsmConfig::from_backend_config`] reads
+    /// from `options`.
+    pub const OPTIONS: [&'static str; 8] = [
+        "max_dfa_states",
+        "nfa_size_limit",
+        "dfa_size_limit",
+        "max_index_bytes",
+        "minimize",
+        "max_whitespace",
+        "parallel_build",
+        "walk_cache_bytes",
+    ];
+
     /// Reads the knobs from a registry [`BackendConfig`]: `max_rollback` from
     /// the field of that name, every other knob from `options` under its field
     /// name (absent = default; a value that does not parse is an error naming
-    /// the knob). Options meant for other backends are ignored.
+    /// the knob; an option this backend does not read, misspelt or another
+    /// backend's, is an error naming it).
     pub fn from_backend_config(config: &BackendConfig) -> Result<Self, GrammarError> {
+        config.check_options(crate::BACKEND_NAME, &RegexFsmConfig::OPTIONS)?;
         let d = RegexFsmConfig::default();
         let parsed = RegexFsmConfig {
             max_rollback: config.max_rollback,
@@ -127,7 +142,6 @@ mod tests {
         };
         c.options.insert("max_dfa_states".into(), "123".into());
         c.options.insert("minimize".into(), "false".into());
-        c.options.insert("other_backend_knob".into(), "x".into());
         let r = RegexFsmConfig::from_backend_config(&c).unwrap();
         assert_eq!(r.max_rollback, 7);
         assert_eq!(r.max_dfa_states, 123);
@@ -142,5 +156,18 @@ mod tests {
         c.options.insert("max_dfa_states".into(), "1".into());
         let e = RegexFsmConfig::from_backend_config(&c).unwrap_err();
         assert!(e.to_string().contains("max_dfa_states"), "{e}");
+
+        // Another backend's knob (or a misspelt one) is refused by name.
+        c.options.insert("shared_lexemes".into(), "false".into());
+        let e = RegexFsmConfig::from_backend_config(&c).unwrap_err();
+        assert!(e.to_string().contains("no option `shared_lexemes`"), "{e}");
+        // Every option listed is one the config reads: alone, a value no
+        // knob takes fails on its value, not its name.
+        for name in RegexFsmConfig::OPTIONS {
+            let mut c = BackendConfig::default();
+            c.options.insert(name.into(), "-".into());
+            let e = RegexFsmConfig::from_backend_config(&c).unwrap_err();
+            assert!(e.to_string().contains("cannot parse"), "{name}: {e}");
+        }
     }
 }

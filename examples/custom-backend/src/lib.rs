@@ -23,7 +23,11 @@ tokensieve_core::inventory::submit! {
         name: NAME,
         aliases: &[],
         description: "example third-party backend: one of a list of strings (brute force)",
-        factory: |config, vocab| Ok(Arc::new(ChoiceBackend { vocab, max_rollback: config.max_rollback })),
+        factory: |config, vocab| {
+            // It reads no option: one given is a mistake to name.
+            config.check_options(NAME, &[])?;
+            Ok(Arc::new(ChoiceBackend { vocab, max_rollback: config.max_rollback }))
+        },
     }
 }
 
