@@ -160,6 +160,20 @@ pub(crate) fn nat_range(lo: &Nat, hi: Option<&Nat>) -> Lang {
     let mut parts = Vec::new();
     let last_len = hi.map(|h| h.digits().len());
     let top = last_len.unwrap_or(lo_len);
+    // Lengths of two digits and more whose every number is in the range,
+    // one after another, are one repetition (`[1-9][0-9]{1,11}`, not
+    // eleven alternatives: an automaton with a thread per length).
+    let mut whole: Option<(usize, usize)> = None;
+    let end_whole = |parts: &mut Vec<Lang>, whole: &mut Option<(usize, usize)>| {
+        if let Some((first, last)) = whole.take() {
+            let rest = if first == last {
+                format!("[0-9]{{{}}}", first - 1)
+            } else {
+                format!("[0-9]{{{},{}}}", first - 1, last - 1)
+            };
+            parts.push(rx::seq([Lang::atom("[1-9]", 1), Lang::atom(rest, 2)]));
+        }
+    };
     for len in lo_len..=top {
         let a = if len == lo_len {
             lo.digits().to_string()
@@ -170,8 +184,18 @@ pub(crate) fn nat_range(lo: &Nat, hi: Option<&Nat>) -> Lang {
             Some(h) if h.digits().len() == len => h.digits().to_string(),
             _ => "9".repeat(len),
         };
+        let every = len >= 2
+            && a.strip_prefix('1')
+                .is_some_and(|z| z.bytes().all(|d| d == b'0'))
+            && b.bytes().all(|d| d == b'9');
+        if every {
+            whole = Some(whole.map_or((len, len), |(first, _)| (first, len)));
+            continue;
+        }
+        end_whole(&mut parts, &mut whole);
         parts.push(same_length_range(a.as_bytes(), b.as_bytes()));
     }
+    end_whole(&mut parts, &mut whole);
     if hi.is_none() {
         // Every number longer than `lo`.
         parts.push(Lang::atom(format!("[1-9][0-9]{{{lo_len},}}"), 3));
@@ -687,6 +711,29 @@ mod tests {
             }
             assert!(!r.is_match("-0") || lo.is_none_or(|l| l <= 0));
             assert!(!r.is_match("01"));
+        }
+        // Ranges over many lengths, some whole (every number of the
+        // length in), checked against a big sample of each length.
+        let mut rng = tokensieve_core::testing::SplitMix64(5);
+        for (lo, hi) in [
+            (0u64, 4_105_172_262_000u64),
+            (7, 999_999_999_999),
+            (10, 99_999),
+            (123, 98_765_432),
+            (1_000, 1_000_000),
+        ] {
+            let l = nat_range(&Nat::new(&lo.to_string()), Some(&Nat::new(&hi.to_string())));
+            let r = whole(&l);
+            for len in 1..=14u32 {
+                let (min, max) = (10u64.pow(len - 1) * u64::from(len > 1), 10u64.pow(len) - 1);
+                for v in [min, max, lo, hi, lo.saturating_sub(1), hi + 1]
+                    .into_iter()
+                    .chain((0..200).map(|_| min + rng.next_u64() % (max - min + 1)))
+                {
+                    let want = (lo..=hi).contains(&v);
+                    assert_eq!(r.is_match(&v.to_string()), want, "{v} in {lo}..={hi}");
+                }
+            }
         }
         let big = int_range(Some(&int("0")), Some(&int("100000000000000000000")));
         let r = whole(&big);
