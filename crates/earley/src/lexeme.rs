@@ -655,12 +655,14 @@ impl Skeleton {
                 let next = trie.nodes[n as usize].next as usize;
                 tokens.push(trie.token_start[n as usize], trie.token_start[next]);
             }
-            s.deepest = budget;
             s.frontier.push(Frontier {
                 byte: byte as u8,
                 nodes,
                 tokens,
             });
+        }
+        if !s.frontier.is_empty() {
+            s.deepest = budget;
         }
         s
     }
@@ -1616,9 +1618,11 @@ impl Lexeme {
         // Past the budget: a byte the state there refuses refuses every
         // node of it; the others are scanned.
         let mut refused_bytes = Vec::new();
+        // The state after the budget (the deepest row wherever there is a
+        // frontier).
+        let (row, classes) = (rows[skeleton.deepest as usize], dfa.classes());
         for f in &skeleton.frontier {
-            let row = rows[skeleton.budget as usize];
-            if row[dfa.classes()[f.byte as usize] as usize] == DEAD {
+            if row[classes[f.byte as usize] as usize] == DEAD {
                 refused_bytes.push(&f.tokens);
                 continue;
             }
