@@ -1618,10 +1618,10 @@ impl Lexeme {
         // Past the budget: a byte the state there refuses refuses every
         // node of it; the others are scanned.
         let mut refused_bytes = Vec::new();
-        // The state after the budget (the deepest row wherever there is a
-        // frontier).
-        let (row, classes) = (rows[skeleton.deepest as usize], dfa.classes());
+        let classes = dfa.classes();
         for f in &skeleton.frontier {
+            // The state after the budget: a frontier is that far down.
+            let row = rows[skeleton.budget as usize];
             if row[classes[f.byte as usize] as usize] == DEAD {
                 refused_bytes.push(&f.tokens);
                 continue;
