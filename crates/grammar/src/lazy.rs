@@ -27,10 +27,6 @@ use crate::nfa::{Mix, Nfa, State};
 
 const NOT_FORCED: u16 = 256;
 
-/// Longest run of a class [`LazyDfa::chain`] follows (a loop that is not
-/// through its first copy would otherwise be followed forever).
-const MAX_CHAIN: u32 = 4096;
-
 /// Lazy DFAs of this process that ran into a limit: a matcher compares it
 /// with the count it last saw, and looks at its own lexemes only when it
 /// moved.
@@ -486,10 +482,18 @@ impl LazyDfa {
             }
         };
         for &q in set.iter() {
-            if let State::Bytes(ranges) = self.nfa.state(q) {
-                for t in ranges {
-                    add(&mut seeds, t.start, t.end, t.next);
+            match self.nfa.state(q) {
+                State::Bytes(ranges) => {
+                    for t in ranges {
+                        add(&mut seeds, t.start, t.end, t.next);
+                    }
                 }
+                State::Run { ranges, to, .. } => {
+                    for t in ranges {
+                        add(&mut seeds, t.start, t.end, to);
+                    }
+                }
+                State::Union(_) | State::Match => {}
             }
         }
         let mut trans = Vec::with_capacity(n);
@@ -585,7 +589,7 @@ impl LazyDfa {
         let (q, (bytes, left, exit)) = found?;
         let rest: Vec<u32> = set.iter().copied().filter(|&r| r != q).collect();
         let reads_the_class = |r: u32| match self.nfa.state(r) {
-            State::Bytes(ranges) => ranges.iter().any(|t| {
+            State::Bytes(ranges) | State::Run { ranges, .. } => ranges.iter().any(|t| {
                 (t.start..=t.end).any(|c| c < 0x80 && bytes[c as usize / 64] >> (c % 64) & 1 == 1)
             }),
             _ => false,
@@ -602,55 +606,25 @@ impl LazyDfa {
     }
 
     /// If NFA state `q` is a copy of `X` in `X{0,n}` with `X` a class of
-    /// ASCII bytes (as the compiler writes it: each copy reads the class
-    /// into a union of the next copy and the repetition's exit, the last
-    /// into the exit): the class, how many bytes of it may come from `q`
-    /// on, and the exit.
+    /// ASCII bytes ([`State::Run`]): the class, how many bytes of it may
+    /// come from `q` on, and the exit.
     fn link(&self, q: u32) -> Option<([u64; 2], u32, u32)> {
-        let (bytes, mut to) = self.one_class(q)?;
-        let mut count = 1;
-        let mut exit = None;
-        while let State::Union(&[copy, e]) = self.nfa.state(to) {
-            // A loop (`X*` reads its class back into the union) is no run;
-            // nor is a run longer than any count the lowering writes.
-            if copy == q || count >= MAX_CHAIN {
-                return None;
-            }
-            match self.one_class(copy) {
-                // A copy that reads back into this union: a loop.
-                Some((_, next)) if next == to => return None,
-                Some((same, next)) if same == bytes && exit.is_none_or(|x| x == e) => {
-                    exit = Some(e);
-                    count += 1;
-                    to = next;
-                }
-                _ => break,
-            }
-        }
-        match exit {
-            None => Some((bytes, 1, to)),
-            Some(e) if e == to => Some((bytes, count, e)),
-            Some(_) => None,
-        }
-    }
-
-    /// The ASCII bytes NFA state `q` reads and the one state all of them
-    /// lead to, if it reads only ASCII bytes into one state.
-    fn one_class(&self, q: u32) -> Option<([u64; 2], u32)> {
-        let State::Bytes(ranges) = self.nfa.state(q) else {
+        let State::Run {
+            ranges, exit, left, ..
+        } = self.nfa.state(q)
+        else {
             return None;
         };
-        let to = ranges.first()?.next;
         let mut bytes = [0u64; 2];
         for t in ranges {
-            if t.next != to || t.end >= 0x80 {
+            if t.end >= 0x80 {
                 return None;
             }
             for c in t.start..=t.end {
                 bytes[c as usize / 64] |= 1 << (c % 64);
             }
         }
-        Some((bytes, to))
+        Some((bytes, left, exit))
     }
 
     /// The id of the set in `b.out` (the last closure), made now if it is
@@ -698,6 +672,10 @@ impl LazyDfa {
             match self.nfa.state(q) {
                 State::Bytes(_) | State::Match => b.out.push(q),
                 State::Union(alternates) => stack.extend(alternates.iter().rev()),
+                State::Run { exit, .. } => {
+                    b.out.push(q);
+                    stack.push(exit);
+                }
             }
         }
         b.stack = stack;
@@ -768,7 +746,7 @@ fn co_reachable(nfa: &Nfa) -> Vec<bool> {
     let fails = |state: State<'_>| match state {
         State::Bytes(ranges) => ranges.is_empty(),
         State::Union(alternates) => alternates.is_empty(),
-        State::Match => false,
+        State::Match | State::Run { .. } => false,
     };
     if !nfa.states().any(fails) {
         let live = vec![true; nfa.len()];
@@ -792,6 +770,10 @@ fn searched_co_reachable(nfa: &Nfa) -> Vec<bool> {
             match state {
                 State::Bytes(ranges) => ranges.iter().for_each(|t| edge(q, t.next)),
                 State::Union(alternates) => alternates.iter().for_each(|&t| edge(q, t)),
+                State::Run { to, exit, .. } => {
+                    edge(q, to);
+                    edge(q, exit);
+                }
                 State::Match => {}
             }
         }

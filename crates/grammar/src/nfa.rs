@@ -11,9 +11,14 @@
 //! state knows where it leads when it is made and nothing is patched but a
 //! loop's entry.
 //!
-//! States are of three kinds: byte ranges (each to its own next state),
-//! unions (empty moves) and the one match state; an empty class is a
-//! range state with no ranges (it fails). A Unicode class becomes the
+//! States are of four kinds: byte ranges (each to its own next state),
+//! unions (empty moves), the one match state, and the copies of a bounded
+//! repetition of a byte class (`[ \t\n\r]{0,20}` between JSON's tokens),
+//! each of which reads the class into the next copy and moves to the
+//! repetition's exit: a block of them is one slot a copy, where ranges and
+//! a union per copy, each hashed to be found again, had been most of an
+//! object's NFA. An empty class is a range state with no ranges (it
+//! fails). A Unicode class becomes the
 //! UTF-8 byte sequences of its characters as a trie from the first byte.
 //!
 //! Each state is made once: one with the same ranges to the same states,
@@ -58,6 +63,19 @@ pub(crate) enum State<'a> {
     Union(&'a [u32]),
     /// The whole text matched.
     Match,
+    /// One copy of a class of single bytes in a bounded repetition
+    /// (`X` in `X{0,n}`, as JSON's whitespace `[ \t\n\r]{0,20}`): reads
+    /// a byte of `ranges` (their own `next` is not read) into `to`, the
+    /// copy after it (or the exit after the last), and moves to `exit`
+    /// without reading. `left` bytes of the class may come from here on.
+    /// A block of such copies is one state per copy and one list of
+    /// ranges for all of them: no union per copy, and nothing hashed.
+    Run {
+        ranges: &'a [Transition],
+        to: u32,
+        exit: u32,
+        left: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +83,22 @@ enum Kind {
     Bytes,
     Union,
     Match,
+    /// A copy of a [`Block`] (its slot's `at`), with `len` bytes left.
+    Run,
+}
+
+/// The copies of one bounded repetition of a byte class ([`State::Run`]):
+/// numbered from `base` (one byte left) up, each reading into the one
+/// below it, the one at `base` into `exit`.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    /// The class's ranges in the range pool.
+    at: u32,
+    len: u32,
+    exit: u32,
+    base: u32,
+    /// How many copies (the most bytes left).
+    copies: u32,
 }
 
 /// A state's kind and where its ranges or alternatives are in their pool.
@@ -81,6 +115,7 @@ pub(crate) struct Nfa {
     slots: Vec<Slot>,
     ranges: Vec<Transition>,
     alternates: Vec<u32>,
+    blocks: Vec<Block>,
     start: u32,
 }
 
@@ -131,6 +166,7 @@ impl Nfa {
             slots: c.nfa.slots.to_vec(),
             ranges: c.nfa.ranges.to_vec(),
             alternates: c.nfa.alternates.to_vec(),
+            blocks: std::mem::take(&mut c.nfa.blocks),
             start: next,
         };
         if c.nfa.slots.capacity() <= SCRATCH_STATES {
@@ -165,6 +201,15 @@ impl Nfa {
             Kind::Bytes => State::Bytes(&self.ranges[at..end]),
             Kind::Union => State::Union(&self.alternates[at..end]),
             Kind::Match => State::Match,
+            Kind::Run => {
+                let b = self.blocks[s.at as usize];
+                State::Run {
+                    ranges: &self.ranges[b.at as usize..(b.at + b.len) as usize],
+                    to: if s.len > 1 { q - 1 } else { b.exit },
+                    exit: b.exit,
+                    left: s.len,
+                }
+            }
         }
     }
 
@@ -201,6 +246,7 @@ impl Nfa {
         self.slots.capacity() * SLOT_BYTES
             + self.ranges.capacity() * std::mem::size_of::<Transition>()
             + self.alternates.capacity() * 4
+            + self.blocks.capacity() * std::mem::size_of::<Block>()
     }
 }
 
@@ -238,6 +284,10 @@ struct Compiler<'h> {
     /// Templates copied, by address and the state after them: the entry
     /// of the copy (the template kept alive, so the address stays its).
     copies: HashMap<(*const Template, u32), (Rc<Template>, u32)>,
+    /// Blocks of a bounded repetition of a byte class, by the hash of the
+    /// class and the exit: the block with the most copies, whose lower
+    /// copies serve a repetition of fewer.
+    blocks: HashMap<(u64, u32), u32>,
     /// Whether states are shared as above (always, but in tests).
     share: bool,
 }
@@ -249,6 +299,7 @@ impl<'h> Compiler<'h> {
                 slots: Vec::new(),
                 ranges: Vec::new(),
                 alternates: Vec::new(),
+                blocks: Vec::new(),
                 start: 0,
             },
             size_limit,
@@ -256,6 +307,7 @@ impl<'h> Compiler<'h> {
             loops: HashMap::new(),
             hashes: HashMap::new(),
             copies: HashMap::new(),
+            blocks: HashMap::new(),
             share: true,
         }
     }
@@ -412,6 +464,16 @@ impl<'h> Compiler<'h> {
             // `Hir::repetition` caps the count of what matches only the
             // empty text at one.
             HirKind::Repetition(r) => {
+                let optional = r.max.unwrap_or(r.min) - r.min;
+                if optional >= 2
+                    && let Some(class) = byte_class(&r.sub)
+                {
+                    let mut at = self.run(&class, optional, next)?;
+                    for _ in 0..r.min {
+                        at = self.compile(&r.sub, at)?;
+                    }
+                    return Ok(at);
+                }
                 let mut at = next;
                 for _ in r.min..r.max.unwrap_or(r.min) {
                     let body = self.compile(&r.sub, at)?;
@@ -423,6 +485,52 @@ impl<'h> Compiler<'h> {
                 Ok(at)
             }
         }
+    }
+
+    /// `X{0,copies}` before `next`, `X` the byte class of `class` (not
+    /// empty): a block of [`State::Run`] copies, its entry the copy with
+    /// `copies` bytes left. One made before for the same class and state
+    /// with at least as many copies serves (its lower copies).
+    fn run(&mut self, class: &[(u8, u8)], copies: u32, next: u32) -> Result<u32, GrammarError> {
+        let mut h = Mix::new(u64::from(next));
+        class
+            .iter()
+            .for_each(|&(a, b)| h.add(u64::from(a) << 8 | u64::from(b)));
+        let key = (h.finish(), next);
+        if self.share
+            && let Some(&i) = self.blocks.get(&key)
+        {
+            let b = self.nfa.blocks[i as usize];
+            let same = self.nfa.ranges[b.at as usize..(b.at + b.len) as usize]
+                .iter()
+                .map(|t| (t.start, t.end))
+                .eq(class.iter().copied());
+            if same && b.copies >= copies {
+                return Ok(b.base + copies - 1);
+            }
+        }
+        let at = self.nfa.ranges.len() as u32;
+        self.nfa.ranges.extend(
+            class
+                .iter()
+                .map(|&(start, end)| Transition { start, end, next }),
+        );
+        let block = self.nfa.blocks.len() as u32;
+        let base = self.nfa.slots.len() as u32;
+        self.nfa.blocks.push(Block {
+            at,
+            len: class.len() as u32,
+            exit: next,
+            base,
+            copies,
+        });
+        for left in 1..=copies {
+            self.push(Kind::Run, block, left)?;
+        }
+        if self.share {
+            self.blocks.insert(key, block);
+        }
+        Ok(base + copies - 1)
     }
 
     /// `x{min,}` (`r`) before `next`: a loop through one copy of `x`,
@@ -657,6 +765,29 @@ impl<'h> Compiler<'h> {
     }
 }
 
+/// The byte ranges of `hir` if it reads one byte whatever it reads (a
+/// class of bytes, a class of ASCII characters, one byte), in order.
+fn byte_class(hir: &Hir) -> Option<Vec<(u8, u8)>> {
+    match hir.kind() {
+        HirKind::Class(Class::Bytes(c)) if !c.ranges().is_empty() => {
+            Some(c.ranges().iter().map(|r| (r.start(), r.end())).collect())
+        }
+        HirKind::Class(Class::Unicode(c))
+            if !c.ranges().is_empty() && c.ranges().iter().all(|r| r.end().is_ascii()) =>
+        {
+            Some(
+                c.ranges()
+                    .iter()
+                    .map(|r| (r.start() as u8, r.end() as u8))
+                    .collect(),
+            )
+        }
+        HirKind::Literal(lit) if lit.0.len() == 1 => Some(vec![(lit.0[0], lit.0[0])]),
+        HirKind::Capture(c) => byte_class(&c.sub),
+        _ => None,
+    }
+}
+
 /// Pushes the bytes from `from` up to `to` (not included) that a key
 /// holds unescaped (not `"`, not `\`) as ranges leading to `rest`.
 fn push_key_bytes(ranges: &mut Vec<Transition>, from: u8, to: u8, rest: u32) {
@@ -809,12 +940,15 @@ mod tests {
         fn close(nfa: &Nfa, set: &mut Vec<u32>) {
             let mut stack = set.clone();
             while let Some(q) = stack.pop() {
-                if let State::Union(alts) = nfa.state(q) {
-                    for &a in alts {
-                        if !set.contains(&a) {
-                            set.push(a);
-                            stack.push(a);
-                        }
+                let alts = match nfa.state(q) {
+                    State::Union(alts) => alts,
+                    State::Run { exit, .. } => &[exit][..],
+                    _ => &[],
+                };
+                for &a in alts {
+                    if !set.contains(&a) {
+                        set.push(a);
+                        stack.push(a);
                     }
                 }
             }
@@ -824,11 +958,15 @@ mod tests {
         for &b in text {
             let mut next = Vec::new();
             for &q in &set {
-                if let State::Bytes(ranges) = nfa.state(q) {
-                    for t in ranges {
-                        if (t.start..=t.end).contains(&b) && !next.contains(&t.next) {
-                            next.push(t.next);
-                        }
+                let (ranges, to) = match nfa.state(q) {
+                    State::Bytes(ranges) => (ranges, None),
+                    State::Run { ranges, to, .. } => (ranges, Some(to)),
+                    _ => continue,
+                };
+                for t in ranges {
+                    let next_state = to.unwrap_or(t.next);
+                    if (t.start..=t.end).contains(&b) && !next.contains(&next_state) {
+                        next.push(next_state);
                     }
                 }
             }
@@ -973,6 +1111,67 @@ mod tests {
                     matches(&shared, text.as_bytes()),
                     matches(&copies, text.as_bytes()),
                     "{regex} on {text:?}"
+                );
+            }
+        }
+    }
+
+    /// `X{m,n}` of a byte class is `m` byte states and a block of `n - m`
+    /// copies, one slot each; a block before the same state with more
+    /// copies serves one with fewer. Each matches what the regex matches
+    /// (against the eager DFA, on random texts of the classes' bytes and
+    /// others).
+    #[test]
+    fn a_bounded_run_of_a_class_is_a_block_of_copies() {
+        // Match, `x`, twenty copies.
+        assert_eq!(nfa(r"[ \t\n\r]{0,20}x").len(), 22);
+        // `b`, a block of five, `a`, and the copies of three are the
+        // block's: no state more for the second branch.
+        assert_eq!(
+            nfa(r"(?:a[ ]{0,5}|[ ]{0,3})b").len(),
+            nfa(r"(?:a[ ]{0,5})b").len() + 1
+        );
+        let regexes = [
+            r"[ \t]{0,20}x",
+            r"a{2,6}",
+            r"(?:a[ ]{0,5}|[ ]{0,3})b",
+            r"(?:[ ]{0,3}|a[ ]{0,5})b",
+            r"(?:[ab]{1,4},){0,3}[ab]{0,2}",
+            r"(?:[ ]{0,4},[ ]{0,4}x)*[ ]{0,2}",
+            r"(?-u:[a\x00]{0,3})b",
+            r"x{0,3}x{0,2}y",
+        ];
+        let alphabet: [&[u8]; 7] = [b" ", b"\t", b"a", b"b", b",", b"x", b"y"];
+        let mut r = SplitMix64(11);
+        // Every count of a byte of the runs around each bound.
+        let counted = (0..9).flat_map(|k| {
+            [b"", b"a" as &[u8]]
+                .into_iter()
+                .flat_map(move |a| [b' ', b'x'].map(|c| [a, &vec![c; k][..], b"b"].concat()))
+        });
+        for regex in regexes {
+            let reference = crate::ByteDfa::build(regex, &crate::dfa::tests::limits()).unwrap();
+            let nfa = nfa(regex);
+            let random: Vec<Vec<u8>> = (0..2_000)
+                .map(|_| {
+                    let zero = regex.contains("x00") && r.below(2) == 0;
+                    let n = r.below(14);
+                    let rest = (0..n).flat_map(|_| alphabet[r.below(alphabet.len())]);
+                    zero.then_some(&0u8)
+                        .into_iter()
+                        .chain(rest)
+                        .copied()
+                        .collect()
+                })
+                .collect();
+            for text in counted.clone().chain(random) {
+                let expected = crate::lazy::tests::walk(&reference, &text)
+                    .is_some_and(|s| reference.is_accepting(s));
+                assert_eq!(
+                    matches(&nfa, &text),
+                    expected,
+                    "{regex} on {:?}",
+                    String::from_utf8_lossy(&text)
                 );
             }
         }
