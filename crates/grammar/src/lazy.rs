@@ -5,7 +5,10 @@
 //! pays, at each step, only for the states that step reaches (the idea of
 //! llguidance's lexer and of `regex-automata`'s hybrid DFA, here with
 //! stable state ids, shared by threads, and states that can never accept
-//! cut off: every live state can still reach an accepting one).
+//! cut off: every live state can still reach an accepting one). A set's
+//! threads whose texts a wide loop of the set reads too are left out of it
+//! ([`LazyDfa::prune`]): after a search's match, one state, not one per
+//! partial match going on.
 //!
 //! Made for regexes without look-around (anchors, word boundaries); those
 //! go to [`crate::ByteDfa`]. Past its limits (states, heap bytes) it stops
@@ -14,6 +17,7 @@
 //! naming the limit.
 
 use hashbrown::HashTable;
+use std::rc::Rc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -23,7 +27,7 @@ use tokensieve_core::{GrammarError, Location};
 use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
 use crate::keys::OtherKeys;
-use crate::nfa::{Mix, Nfa, State};
+use crate::nfa::{Mix, Nfa, State, Transition};
 
 const NOT_FORCED: u16 = 256;
 
@@ -75,7 +79,56 @@ struct Builder {
     out: Vec<u32>,
     /// Expansion scratch: the set of the state expanded.
     set: Vec<u32>,
+    /// Whether the text of one NFA state (the second) is all the first's
+    /// can read, by pair, as far as [`LazyDfa::includes`] could tell.
+    includes: hashbrown::HashMap<(u32, u32), bool>,
+    /// Pairs of states [`LazyDfa::includes`] may still look at, for this
+    /// automaton: past them, sets are kept whole.
+    inclusion_budget: usize,
+    /// [`LazyDfa::shortest`] of the states asked about.
+    shortest: hashbrown::HashMap<u32, Option<u32>>,
+    /// [`LazyDfa::includes`]'s scratch.
+    walk_room: WalkRoom,
+    /// [`LazyDfa::first_classes`] of the states [`LazyDfa::prune`] met.
+    first: hashbrown::HashMap<u32, [u64; 4]>,
+    /// Pairs of threads asked about, and how many were taken in.
+    inclusion_asked: u32,
+    inclusion_yes: u32,
 }
+
+/// What [`LazyDfa::includes`] reads a pair's bytes into, kept between
+/// walks: by byte class, where the state goes and where the set goes (the
+/// classes the state reads, `touched`), and the first class of each
+/// distinct pair of targets (`steps`: most of a loop's classes lead where
+/// another did).
+#[derive(Debug, Default)]
+struct WalkRoom {
+    to_t: Vec<Vec<u32>>,
+    to_set: Vec<Vec<u32>>,
+    touched: Vec<usize>,
+    steps: Vec<usize>,
+}
+
+/// Fewest byte classes a loop's state reads for [`LazyDfa::prune`] to ask
+/// whether it takes in the others of its set.
+const WIDE_LOOP: u32 = 8;
+
+/// Most NFA states in a set that [`LazyDfa::prune`] looks into (a search's
+/// set after its match holds one thread a character of the partial match:
+/// 26 for a run of 24 hex digits).
+const PRUNED_SET: usize = 64;
+
+/// Pairs of NFA states and sets [`LazyDfa::includes`] looks at for one
+/// question (most answer at the first byte), and for one automaton.
+const INCLUSION_PAIRS: usize = 128;
+const INCLUSION_BUDGET: usize = 1 << 14;
+
+/// Walks [`LazyDfa::prune`] takes for an automaton before it looks at how
+/// many were answered yes (fewer than one in four: it asks no more).
+const INCLUSION_TRIAL: u32 = 8;
+
+/// Most NFA states [`LazyDfa::shortest`] meets.
+const SHORTEST_STATES: usize = 256;
 
 /// The states of a lazily built automaton, each a set (or tuple) of ids,
 /// numbered in the order they were made, each kept once and found by
@@ -305,6 +358,13 @@ impl LazyDfa {
                 seeds: Vec::new(),
                 out: Vec::new(),
                 set: Vec::new(),
+                includes: hashbrown::HashMap::new(),
+                inclusion_budget: INCLUSION_BUDGET,
+                shortest: hashbrown::HashMap::new(),
+                walk_room: WalkRoom::default(),
+                first: hashbrown::HashMap::new(),
+                inclusion_asked: 0,
+                inclusion_yes: 0,
             }),
             states: AtomicUsize::new(1),
             max_states: limits.max_dfa_states,
@@ -680,6 +740,356 @@ impl LazyDfa {
         }
         b.stack = stack;
         b.out.sort_unstable();
+        if b.inclusion_budget > 0
+            && (2..=PRUNED_SET).contains(&b.out.len())
+            && b.out.iter().any(|&q| self.nfa.in_loop(q))
+        {
+            self.prune(b);
+        }
+    }
+
+    /// Takes out of `b.out` the threads whose text another thread's takes
+    /// in: the set reads the same texts without them. After a search's
+    /// match (`.*[0-9a-f]{24}.*` in a string) the set holds the search's
+    /// `.*` after the match and a thread for every partial match still
+    /// going on, each a state of its own for every count of hex digits
+    /// read (the lazy DFA is not minimized); all of them are the one
+    /// state of the `.*` that reads everything, and a walk takes whole the
+    /// subtrees its text step covers. Only a thread on a loop is asked to
+    /// take in others (the ones that can); the answer for each pair of
+    /// NFA states is kept.
+    fn prune(&self, b: &mut Builder) {
+        let n = b.out.len();
+        let mut gone = [false; PRUNED_SET];
+        // The classes each thread reads (kept by state): a byte `t` reads
+        // and `q` does not answers no (most pairs). Only a loop of many
+        // classes is asked to take in others: a search's `.*` reads every
+        // character; a loop of digits or of an array's items takes in
+        // little, and asking would cost most sets something.
+        let mut first = [[0u64; 4]; PRUNED_SET];
+        let mut wide = [false; PRUNED_SET];
+        for (k, &q) in b.out.iter().enumerate() {
+            let f = *b.first.entry(q).or_insert_with(|| self.first_classes(q));
+            first[k] = f;
+            wide[k] =
+                self.nfa.in_loop(q) && f.iter().map(|w| w.count_ones()).sum::<u32>() >= WIDE_LOOP;
+        }
+        if !wide[..n].contains(&true) {
+            return;
+        }
+        for i in 0..n {
+            let q = b.out[i];
+            if gone[i] || !wide[i] {
+                continue;
+            }
+            for j in 0..n {
+                let t = b.out[j];
+                if j == i
+                    || gone[j]
+                    || self.nfa.is_match(t)
+                    || (0..4).any(|w| first[j][w] & !first[i][w] != 0)
+                {
+                    continue;
+                }
+                let known = b.includes.get(&(q, t)).copied();
+                let takes = known.unwrap_or_else(|| {
+                    if b.inclusion_budget == 0 {
+                        return false;
+                    }
+                    // Most pairs answer at their first bytes; a longer
+                    // walk is taken only for a state whose shortest text is
+                    // no shorter than `q`'s (a partial match's rest is,
+                    // against the search's `.*` before the match).
+                    let quick = self.includes(
+                        (q, t),
+                        &b.includes,
+                        (&mut b.inclusion_budget, &mut b.walk_room),
+                        4,
+                    );
+                    let answer = quick.unwrap_or_else(|| {
+                        let shorter = match (self.shortest(b, t), self.shortest(b, q)) {
+                            (Some(a), Some(b)) => a < b,
+                            _ => false,
+                        };
+                        if shorter {
+                            return false;
+                        }
+                        let long = (q, t);
+                        let answer = self.includes(
+                            long,
+                            &b.includes,
+                            (&mut b.inclusion_budget, &mut b.walk_room),
+                            INCLUSION_PAIRS,
+                        ) == Some(true);
+                        // Where few threads are taken in (a word count's
+                        // copies, each a state of its own), the walks cost
+                        // more than the states they save: past a few long
+                        // walks with few yeses, no more are asked.
+                        b.inclusion_asked += 1;
+                        b.inclusion_yes += u32::from(answer);
+                        if b.inclusion_asked >= INCLUSION_TRIAL
+                            && b.inclusion_yes * 4 < b.inclusion_asked
+                        {
+                            b.inclusion_budget = 0;
+                        }
+                        answer
+                    });
+                    b.includes.insert((q, t), answer);
+                    answer
+                });
+                gone[j] = takes;
+            }
+        }
+        let mut k = 0;
+        b.out.retain(|_| {
+            k += 1;
+            !gone[k - 1]
+        });
+    }
+
+    /// Whether every text NFA state `t` reads to a match, `q` reads to a
+    /// match too (both closure members: byte, run or match states), told
+    /// by walking pairs of a state `t` reaches and the set `q` reaches by
+    /// the same bytes: a pair whose set holds the state is answered, a
+    /// byte the state reads and the set does not, or a match the set does
+    /// not reach, answers no. `None` past `limit` pairs (or `budget`,
+    /// which it spends): a thread kept that could have gone costs states,
+    /// never text.
+    fn includes(
+        &self,
+        (q, t): (u32, u32),
+        known: &hashbrown::HashMap<(u32, u32), bool>,
+        (budget, room): (&mut usize, &mut WalkRoom),
+        limit: usize,
+    ) -> Option<bool> {
+        // A state of the set known to take in the state's texts answers
+        // for the pair (the partial matches of a search, asked about from
+        // the longest: each answers for the one before).
+        let answered = |m: u32, set: &[u32]| {
+            set.binary_search(&m).is_ok() || set.iter().any(|&s| known.get(&(s, m)) == Some(&true))
+        };
+        let mut seen: hashbrown::HashSet<(u32, Rc<[u32]>)> = hashbrown::HashSet::new();
+        let mut pending: Vec<(u32, Rc<[u32]>)> = vec![(t, Rc::from([q]))];
+        // Closures asked for in this search, by their seeds.
+        let mut closures: hashbrown::HashMap<Vec<u32>, Option<Rc<[u32]>>> =
+            hashbrown::HashMap::new();
+        // `seeds` sorted, without repeats.
+        let mut close = |seeds: &[u32]| -> Option<Rc<[u32]>> {
+            if let Some(known) = closures.get(seeds) {
+                return known.clone();
+            }
+            let found: Option<Rc<[u32]>> = self.closed(seeds).map(Rc::from);
+            closures.insert(seeds.to_vec(), found.clone());
+            found
+        };
+        // What each class `t` reads leads to: from `t`, from the set (the
+        // first class of each distinct pair of targets: most of a loop's
+        // classes lead where another did).
+        let WalkRoom {
+            to_t,
+            to_set,
+            touched,
+            steps,
+        } = room;
+        to_t.resize_with(self.reps.len(), Vec::new);
+        to_set.resize_with(self.reps.len(), Vec::new);
+        let mut pairs = 0;
+        while let Some((t, set)) = pending.pop() {
+            if answered(t, &set) {
+                continue;
+            }
+            if pairs >= limit || *budget == 0 {
+                return None;
+            }
+            pairs += 1;
+            *budget -= 1;
+            let (ranges, run_to) = match self.nfa.state(t) {
+                State::Match => {
+                    if !set.iter().any(|&s| self.nfa.is_match(s)) {
+                        return Some(false);
+                    }
+                    continue;
+                }
+                State::Bytes(ranges) => (ranges, None),
+                State::Run { ranges, to, .. } => (ranges, Some(to)),
+                State::Union(_) => unreachable!("a closure holds no union"),
+            };
+            // By class, what `t` reads it into, then the set (only the
+            // classes `t` reads); the last pair's (of this walk or the
+            // last) cleared first.
+            for &c in touched.iter() {
+                to_t[c].clear();
+                to_set[c].clear();
+            }
+            touched.clear();
+            let target = |r: &Transition| run_to.unwrap_or(r.next);
+            for r in ranges {
+                let (first, last) = (self.classes[r.start as usize], self.classes[r.end as usize]);
+                for (c, to) in to_t
+                    .iter_mut()
+                    .enumerate()
+                    .take(last as usize + 1)
+                    .skip(first as usize)
+                {
+                    if to.is_empty() {
+                        touched.push(c);
+                    }
+                    to.push(target(r));
+                }
+            }
+            for &s in set.iter() {
+                let (ranges, run_to) = match self.nfa.state(s) {
+                    State::Bytes(ranges) => (ranges, None),
+                    State::Run { ranges, to, .. } => (ranges, Some(to)),
+                    State::Union(_) | State::Match => continue,
+                };
+                for r in ranges {
+                    let (first, last) =
+                        (self.classes[r.start as usize], self.classes[r.end as usize]);
+                    for c in first as usize..=last as usize {
+                        if !to_t[c].is_empty() {
+                            to_set[c].push(run_to.unwrap_or(r.next));
+                        }
+                    }
+                }
+            }
+            // A pair is worth the classes it reads (a wide state's, a
+            // hundred, cost as a dozen of a digit's).
+            let cost = touched.len() / 8;
+            pairs += cost;
+            *budget = budget.saturating_sub(cost);
+            // The first class of each distinct pair of targets.
+            steps.clear();
+            for &c in touched.iter() {
+                to_t[c].sort_unstable();
+                to_t[c].dedup();
+                to_set[c].sort_unstable();
+                to_set[c].dedup();
+                if !steps
+                    .iter()
+                    .any(|&f| to_t[f] == to_t[c] && to_set[f] == to_set[c])
+                {
+                    steps.push(c);
+                }
+            }
+            let mut answer = None;
+            for &c in steps.iter() {
+                let Some(t_after) = close(&to_t[c]) else {
+                    answer = Some(false);
+                    break;
+                };
+                if t_after.is_empty() {
+                    continue;
+                }
+                let set_after = match close(&to_set[c]) {
+                    Some(after) if !after.is_empty() => after,
+                    _ => {
+                        answer = Some(false);
+                        break;
+                    }
+                };
+                for &m in t_after.iter() {
+                    if !answered(m, &set_after) && seen.insert((m, set_after.clone())) {
+                        pending.push((m, set_after.clone()));
+                    }
+                }
+            }
+            if let Some(answer) = answer {
+                return Some(answer);
+            }
+        }
+        Some(true)
+    }
+
+    /// The byte classes NFA state `q` (a closure member) reads, as bits.
+    fn first_classes(&self, q: u32) -> [u64; 4] {
+        let mut set = [0u64; 4];
+        let ranges = match self.nfa.state(q) {
+            State::Bytes(ranges) | State::Run { ranges, .. } => ranges,
+            State::Union(_) | State::Match => return set,
+        };
+        for r in ranges {
+            let (first, last) = (self.classes[r.start as usize], self.classes[r.end as usize]);
+            for c in first as usize..=last as usize {
+                set[c / 64] |= 1 << (c % 64);
+            }
+        }
+        set
+    }
+
+    /// The length of the shortest text NFA state `q` reads to a match
+    /// (kept by state), or `None` where the search meets more than
+    /// [`SHORTEST_STATES`] states.
+    fn shortest(&self, b: &mut Builder, q: u32) -> Option<u32> {
+        if let Some(&known) = b.shortest.get(&q) {
+            return known;
+        }
+        // Breadth first by length: empty moves at the same length, bytes
+        // one longer.
+        let mut met: hashbrown::HashSet<u32> = hashbrown::HashSet::new();
+        let mut level = vec![q];
+        let mut length = 0;
+        let found = 'search: loop {
+            let mut next = Vec::new();
+            let mut i = 0;
+            while i < level.len() {
+                let s = level[i];
+                i += 1;
+                if !met.insert(s) {
+                    continue;
+                }
+                if met.len() > SHORTEST_STATES {
+                    break 'search None;
+                }
+                match self.nfa.state(s) {
+                    State::Match => break 'search Some(length),
+                    State::Union(alternates) => level.extend_from_slice(alternates),
+                    State::Run { to, exit, .. } => {
+                        level.push(exit);
+                        next.push(to);
+                    }
+                    State::Bytes(ranges) => next.extend(ranges.iter().map(|t| t.next)),
+                }
+            }
+            if next.is_empty() {
+                break None;
+            }
+            level = next;
+            length += 1;
+        };
+        b.shortest.insert(q, found);
+        // Its states are what it cost (a pair of the inclusion's walk is
+        // worth about a few dozen).
+        b.inclusion_budget = b.inclusion_budget.saturating_sub(met.len() / 32);
+        found
+    }
+
+    /// The live closure members of `seeds`, sorted (as [`LazyDfa::closure`]
+    /// finds them, without its scratch, for a few states): `None` past
+    /// [`PRUNED_SET`] states met.
+    fn closed(&self, seeds: &[u32]) -> Option<Vec<u32>> {
+        let mut out: Vec<u32> = Vec::new();
+        let mut met: Vec<u32> = Vec::new();
+        let mut stack: Vec<u32> = seeds.to_vec();
+        while let Some(q) = stack.pop() {
+            if met.contains(&q) || !self.live[q as usize] {
+                continue;
+            }
+            if met.len() == PRUNED_SET {
+                return None;
+            }
+            met.push(q);
+            match self.nfa.state(q) {
+                State::Bytes(_) | State::Match => out.push(q),
+                State::Union(alternates) => stack.extend(alternates.iter().rev()),
+                State::Run { exit, .. } => {
+                    out.push(q);
+                    stack.push(exit);
+                }
+            }
+        }
+        out.sort_unstable();
+        Some(out)
     }
 }
 
@@ -1005,6 +1415,66 @@ pub(crate) mod tests {
                 let text: Vec<u8> = (0..len)
                     .map(|_| alphabet[rng.below(alphabet.len())])
                     .collect();
+                let (mut l, mut e) = (lazy.start(), eager.start());
+                for &byte in &text {
+                    l = lazy.next(l, byte);
+                    e = eager.next(e, byte);
+                    assert_eq!(l == DEAD, e == DEAD, "{regex} on {text:?}");
+                    if l == DEAD {
+                        break;
+                    }
+                    assert_eq!(lazy.is_accepting(l), eager.is_accepting(e), "{regex}");
+                }
+            }
+        }
+    }
+
+    /// After a search's match, the threads of partial matches are the
+    /// `.*` after it: one state reads every character, where a set kept
+    /// whole made a state per count of hex digits read. The language is
+    /// the regex's, byte by byte (against the eager DFA), with and without
+    /// a match, in searches whose partial matches are not all taken in.
+    #[test]
+    fn a_search_after_its_match_is_one_state() {
+        let search = r#""[^"\\]*[0-9a-f]{8}[^"\\]*""#;
+        let dfa = LazyDfa::build(search, &limits()).unwrap();
+        let matched = walk(&dfa, b"\"x0123abcd").unwrap();
+        for &b in b"0123456789abcdefxyz !" {
+            assert_eq!(dfa.next(matched, b), matched, "{}", b as char);
+        }
+        assert!(dfa.is_accepting(dfa.next(matched, b'"')));
+        // Before a match, a partial one is a state of its own.
+        let partial = walk(&dfa, b"\"x0123").unwrap();
+        assert_ne!(dfa.next(partial, b'a'), partial);
+        assert!(!dfa.is_accepting(dfa.next(partial, b'"')));
+
+        let regexes = [
+            search,
+            r#""[^"\\]*[0-9a-f]{3}[^"\\]*""#,
+            // A tail narrower than the head: nothing is taken in after a
+            // match but what the tail reads.
+            r#""[a-z0-9]*[0-9]{3}[a-f]*""#,
+            r#""(?:[a-z]|\\n)*ab(?:[a-z]|\\n)*""#,
+            r#"(?:x[ab]*){2,}y|x[ab]{2}y"#,
+            r#"[ab]*a[ab]{2}|b*"#,
+            // A loop that reads every byte of a thread beside it, and is
+            // no shorter, and yet does not take it in.
+            r#""(?:[a-c]*x|[a-c]{2}y)""#,
+            r#"(?:[abx]*x|[ab]{2}[xy]{2})c"#,
+        ];
+        let mut rng = tokensieve_core::testing::SplitMix64(7);
+        let alphabet = br#""0189abcfgxyn\ "#;
+        for regex in regexes {
+            let lazy = LazyDfa::build(regex, &limits()).unwrap();
+            let eager = ByteDfa::build(regex, &limits()).unwrap();
+            for i in 0..4_000 {
+                let len = rng.below(24);
+                let mut text: Vec<u8> = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                if i % 2 == 0 {
+                    text.insert(0, b'"');
+                }
                 let (mut l, mut e) = (lazy.start(), eager.start());
                 for &byte in &text {
                     l = lazy.next(l, byte);

@@ -105,6 +105,9 @@ struct Block {
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     kind: Kind,
+    /// Made inside the body of an unbounded repetition (`x*`, `x{2,}`):
+    /// a state on a loop (see [`Nfa::in_loop`]).
+    in_loop: bool,
     at: u32,
     len: u32,
 }
@@ -213,6 +216,16 @@ impl Nfa {
         }
     }
 
+    /// Whether `q` was made inside the body of an unbounded repetition:
+    /// a state whose paths come back to it, what a thread that takes in
+    /// others' texts is (a search's `.*` after its match). A hint, not a
+    /// promise: a state made before, outside the loop, and found again
+    /// inside it is not marked.
+    #[inline]
+    pub(crate) fn in_loop(&self, q: u32) -> bool {
+        self.slots[q as usize].in_loop
+    }
+
     #[inline]
     pub(crate) fn is_match(&self, q: u32) -> bool {
         matches!(self.slots[q as usize].kind, Kind::Match)
@@ -290,6 +303,8 @@ struct Compiler<'h> {
     blocks: HashMap<(u64, u32), u32>,
     /// Whether states are shared as above (always, but in tests).
     share: bool,
+    /// How many loop bodies the compiler is inside ([`Slot::in_loop`]).
+    loop_depth: u32,
 }
 
 impl<'h> Compiler<'h> {
@@ -309,6 +324,7 @@ impl<'h> Compiler<'h> {
             copies: HashMap::new(),
             blocks: HashMap::new(),
             share: true,
+            loop_depth: 0,
         }
     }
 
@@ -323,7 +339,12 @@ impl<'h> Compiler<'h> {
                 knob: "nfa_size_limit".into(),
             });
         }
-        self.nfa.slots.push(Slot { kind, at, len });
+        self.nfa.slots.push(Slot {
+            kind,
+            in_loop: self.loop_depth > 0,
+            at,
+            len,
+        });
         Ok(self.nfa.slots.len() as u32 - 1)
     }
 
@@ -539,7 +560,10 @@ impl<'h> Compiler<'h> {
         // Made apart (not interned): its alternates are written once the
         // body is made.
         let looped = self.push(Kind::Union, 0, 0)?;
-        let body = self.compile(&r.sub, looped)?;
+        self.loop_depth += 1;
+        let body = self.compile(&r.sub, looped);
+        self.loop_depth -= 1;
+        let body = body?;
         let pool = self.nfa.alternates.len() as u32;
         self.nfa.alternates.extend_from_slice(&[body, next]);
         self.nfa.slots[looped as usize].at = pool;
