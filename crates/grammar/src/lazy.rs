@@ -1222,6 +1222,21 @@ pub(crate) mod tests {
     use crate::ByteDfa;
     use crate::dfa::tests::limits;
 
+    /// Walks `text` in both automata of `regex`, byte by byte: each byte
+    /// refused by both or by neither, each state accepting alike.
+    fn walks_alike(lazy: &LazyDfa, eager: &ByteDfa, text: &[u8], regex: &str) {
+        let (mut l, mut e) = (lazy.start(), eager.start());
+        for &byte in text {
+            l = lazy.next(l, byte);
+            e = eager.next(e, byte);
+            assert_eq!(l == DEAD, e == DEAD, "{regex} on {text:?}");
+            if l == DEAD {
+                break;
+            }
+            assert_eq!(lazy.is_accepting(l), eager.is_accepting(e), "{regex}");
+        }
+    }
+
     /// Walks `text`; `None` when a byte is refused.
     pub(crate) fn walk(a: &impl Automaton, text: &[u8]) -> Option<u32> {
         let mut s = a.start();
@@ -1415,16 +1430,7 @@ pub(crate) mod tests {
                 let text: Vec<u8> = (0..len)
                     .map(|_| alphabet[rng.below(alphabet.len())])
                     .collect();
-                let (mut l, mut e) = (lazy.start(), eager.start());
-                for &byte in &text {
-                    l = lazy.next(l, byte);
-                    e = eager.next(e, byte);
-                    assert_eq!(l == DEAD, e == DEAD, "{regex} on {text:?}");
-                    if l == DEAD {
-                        break;
-                    }
-                    assert_eq!(lazy.is_accepting(l), eager.is_accepting(e), "{regex}");
-                }
+                walks_alike(&lazy, &eager, &text, regex);
             }
         }
     }
@@ -1475,16 +1481,7 @@ pub(crate) mod tests {
                 if i % 2 == 0 {
                     text.insert(0, b'"');
                 }
-                let (mut l, mut e) = (lazy.start(), eager.start());
-                for &byte in &text {
-                    l = lazy.next(l, byte);
-                    e = eager.next(e, byte);
-                    assert_eq!(l == DEAD, e == DEAD, "{regex} on {text:?}");
-                    if l == DEAD {
-                        break;
-                    }
-                    assert_eq!(lazy.is_accepting(l), eager.is_accepting(e), "{regex}");
-                }
+                walks_alike(&lazy, &eager, &text, regex);
             }
         }
     }
