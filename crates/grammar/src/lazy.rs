@@ -542,18 +542,10 @@ impl LazyDfa {
             }
         };
         for &q in set.iter() {
-            match self.nfa.state(q) {
-                State::Bytes(ranges) => {
-                    for t in ranges {
-                        add(&mut seeds, t.start, t.end, t.next);
-                    }
+            if let Some((ranges, run_to)) = self.reading(q) {
+                for t in ranges {
+                    add(&mut seeds, t.start, t.end, run_to.unwrap_or(t.next));
                 }
-                State::Run { ranges, to, .. } => {
-                    for t in ranges {
-                        add(&mut seeds, t.start, t.end, to);
-                    }
-                }
-                State::Union(_) | State::Match => {}
             }
         }
         let mut trans = Vec::with_capacity(n);
@@ -729,14 +721,7 @@ impl LazyDfa {
                 continue;
             }
             b.mark[q as usize] = g;
-            match self.nfa.state(q) {
-                State::Bytes(_) | State::Match => b.out.push(q),
-                State::Union(alternates) => stack.extend(alternates.iter().rev()),
-                State::Run { exit, .. } => {
-                    b.out.push(q);
-                    stack.push(exit);
-                }
-            }
+            self.close_over(q, &mut b.out, &mut stack);
         }
         b.stack = stack;
         b.out.sort_unstable();
@@ -903,17 +888,13 @@ impl LazyDfa {
             }
             pairs += 1;
             *budget -= 1;
-            let (ranges, run_to) = match self.nfa.state(t) {
-                State::Match => {
-                    if !set.iter().any(|&s| self.nfa.is_match(s)) {
-                        return Some(false);
-                    }
-                    continue;
+            if self.nfa.is_match(t) {
+                if !set.iter().any(|&s| self.nfa.is_match(s)) {
+                    return Some(false);
                 }
-                State::Bytes(ranges) => (ranges, None),
-                State::Run { ranges, to, .. } => (ranges, Some(to)),
-                State::Union(_) => unreachable!("a closure holds no union"),
-            };
+                continue;
+            }
+            let (ranges, run_to) = self.reading(t).expect("a closure holds no union");
             // By class, what `t` reads it into, then the set (only the
             // classes `t` reads); the last pair's (of this walk or the
             // last) cleared first.
@@ -938,10 +919,8 @@ impl LazyDfa {
                 }
             }
             for &s in set.iter() {
-                let (ranges, run_to) = match self.nfa.state(s) {
-                    State::Bytes(ranges) => (ranges, None),
-                    State::Run { ranges, to, .. } => (ranges, Some(to)),
-                    State::Union(_) | State::Match => continue,
+                let Some((ranges, run_to)) = self.reading(s) else {
+                    continue;
                 };
                 for r in ranges {
                     let (first, last) =
@@ -1001,12 +980,37 @@ impl LazyDfa {
         Some(true)
     }
 
+    /// One state met by a closure: a state that reads or matches is a
+    /// member (`out`); a union's alternates and a run's exit are followed
+    /// (`stack`). What [`LazyDfa::closure`] and [`LazyDfa::closed`] share.
+    #[inline]
+    fn close_over(&self, q: u32, out: &mut Vec<u32>, stack: &mut Vec<u32>) {
+        match self.nfa.state(q) {
+            State::Bytes(_) | State::Match => out.push(q),
+            State::Union(alternates) => stack.extend(alternates.iter().rev()),
+            State::Run { exit, .. } => {
+                out.push(q);
+                stack.push(exit);
+            }
+        }
+    }
+
+    /// The ranges NFA state `q` reads and, for a run's copy, the one state
+    /// all of them lead to (a range state's lead where each says); `None`
+    /// for a union or the match.
+    fn reading(&self, q: u32) -> Option<(&[Transition], Option<u32>)> {
+        match self.nfa.state(q) {
+            State::Bytes(ranges) => Some((ranges, None)),
+            State::Run { ranges, to, .. } => Some((ranges, Some(to))),
+            State::Union(_) | State::Match => None,
+        }
+    }
+
     /// The byte classes NFA state `q` (a closure member) reads, as bits.
     fn first_classes(&self, q: u32) -> [u64; 4] {
         let mut set = [0u64; 4];
-        let ranges = match self.nfa.state(q) {
-            State::Bytes(ranges) | State::Run { ranges, .. } => ranges,
-            State::Union(_) | State::Match => return set,
+        let Some((ranges, _)) = self.reading(q) else {
+            return set;
         };
         for r in ranges {
             let (first, last) = (self.classes[r.start as usize], self.classes[r.end as usize]);
@@ -1079,14 +1083,7 @@ impl LazyDfa {
                 return None;
             }
             met.push(q);
-            match self.nfa.state(q) {
-                State::Bytes(_) | State::Match => out.push(q),
-                State::Union(alternates) => stack.extend(alternates.iter().rev()),
-                State::Run { exit, .. } => {
-                    out.push(q);
-                    stack.push(exit);
-                }
-            }
+            self.close_over(q, &mut out, &mut stack);
         }
         out.sort_unstable();
         Some(out)
