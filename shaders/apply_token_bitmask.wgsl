@@ -10,12 +10,13 @@
 // infinities included) are never written, so results match the CPU reference
 // bit for bit.
 //
-// Dispatch: workgroup (x, y, z) handles 256 consecutive 32-bit words of the
-// logits of row slot `y + z * num_workgroups.y` (slot = position in indices,
-// or the row itself). Consecutive invocations touch consecutive words, so
-// stores coalesce; the 32 invocations sharing a bitmask word read it from the
-// same address (one broadcast read per 32 logits). A logit whose bit is set is
-// never read or written.
+// Dispatch: workgroup (x, y, z) handles 4 * 256 consecutive 32-bit words of
+// the logits of row slot `y + z * num_workgroups.y` (slot = position in
+// indices, or the row itself), 4 per invocation (see PER_INVOCATION).
+// Consecutive invocations touch consecutive words, so stores coalesce; the 32
+// invocations sharing a bitmask word read it from the same address (one
+// broadcast read per 32 logits). A logit whose bit is set is never written; a
+// 16-bit one is read only when the other half of its word is masked.
 //
 // 16-bit logits: word q of the buffer holds logits 2q (low half) and 2q+1
 // (high half). When vocab is odd, a row starts in the middle of a word and
@@ -87,20 +88,33 @@ fn mark_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
+// Each workgroup covers PER_INVOCATION * 256 consecutive elements (f32
+// logits, or 32-bit words of 16-bit logits) of one row: invocation i takes
+// elements i, i + 256, ... of that span, so every step's stores coalesce.
+const PER_INVOCATION: u32 = 4u;
+const WORKGROUP: u32 = 256u;
+
 @compute @workgroup_size(256)
 fn apply_f32(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = slot_row(wid, nwg);
-    let col = gid.x;
-    if (row >= params.batch || col >= params.vocab) {
+    if (row >= params.batch) {
         return;
     }
-    let word = bitmask[row * params.words + (col >> 5u)];
-    if (((word >> (col & 31u)) & 1u) == 0u) {
-        logits[row * params.vocab + col] = NEG_INF_F32;
+    let first = row * params.vocab;
+    let mask_row = row * params.words;
+    var col = wid.x * (WORKGROUP * PER_INVOCATION) + lid.x;
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        if (col < params.vocab) {
+            let word = bitmask[mask_row + (col >> 5u)];
+            if (((word >> (col & 31u)) & 1u) == 0u) {
+                logits[first + col] = NEG_INF_F32;
+            }
+        }
+        col += WORKGROUP;
     }
 }
 
@@ -108,15 +122,53 @@ fn apply_f32(
 fn apply_16(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = slot_row(wid, nwg);
     if (row >= params.batch) {
         return;
     }
+    var x = wid.x * (WORKGROUP * PER_INVOCATION) + lid.x;
+    if ((params.vocab & 1u) == 0u) {
+        // Even vocab: word q of the row holds logits 2q and 2q + 1 of this
+        // row alone, two adjacent bits of one bitmask word.
+        let half = params.vocab / 2u;
+        let first = row * half;
+        let mask_row = row * params.words;
+        for (var k = 0u; k < PER_INVOCATION; k++) {
+            if (x < half) {
+                let col = 2u * x;
+                let bits = (bitmask[mask_row + (col >> 5u)] >> (col & 31u)) & 3u;
+                store_pair(first + x, (bits & 1u) == 0u, (bits & 2u) == 0u);
+            }
+            x += WORKGROUP;
+        }
+        return;
+    }
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        apply_16_odd(row, x);
+        x += WORKGROUP;
+    }
+}
+
+// Stores -inf into the masked halves of word q (both: no read).
+fn store_pair(q: u32, mask_lo: bool, mask_hi: bool) {
+    let neg = params.neg16;
+    if (mask_lo && mask_hi) {
+        logits[q] = neg | (neg << 16u);
+    } else if (mask_lo) {
+        logits[q] = (logits[q] & 0xFFFF0000u) | neg;
+    } else if (mask_hi) {
+        logits[q] = (logits[q] & 0x0000FFFFu) | (neg << 16u);
+    }
+}
+
+// Odd vocab: word x of the words touching `row` (see the header for who
+// owns a word shared by two rows).
+fn apply_16_odd(row: u32, x: u32) {
     let first = row * params.vocab;
     // Words holding any logit of this row: [first / 2, (first + vocab - 1) / 2].
-    let q = first / 2u + gid.x;
+    let q = first / 2u + x;
     if (q > (first + params.vocab - 1u) / 2u) {
         return;
     }
@@ -135,15 +187,5 @@ fn apply_16(
     // The high half is ours, or the next row's (odd vocab) when that row is
     // masked in this call too.
     let mask_hi = (hi_row == row || row_selected(hi_row)) && !allowed(hi_row, hi);
-    if (!mask_lo && !mask_hi) {
-        return;
-    }
-    let neg = params.neg16;
-    if (mask_lo && mask_hi) {
-        logits[q] = neg | (neg << 16u);
-    } else if (mask_lo) {
-        logits[q] = (logits[q] & 0xFFFF0000u) | neg;
-    } else {
-        logits[q] = (logits[q] & 0x0000FFFFu) | (neg << 16u);
-    }
+    store_pair(q, mask_lo, mask_hi);
 }
