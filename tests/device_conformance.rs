@@ -617,6 +617,33 @@ mod cuda {
             "{e:?}"
         );
     }
+
+    /// The device's stream is not one of cudarc's making, so its context
+    /// records no events per launch; a buffer made on that stream outlives
+    /// the device and stays usable (the stream goes only with its last
+    /// holder).
+    #[test]
+    fn own_stream_without_event_tracking() {
+        if device().is_none() {
+            return;
+        }
+        let dev = CudaDevice::new(0).unwrap();
+        assert!(
+            !dev.context().is_in_multi_stream_mode(),
+            "CudaDevice::new put the context in cudarc's multi-stream mode"
+        );
+        let s = dev.stream().clone();
+        let mut logits = s.clone_htod(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        let mask = s.clone_htod(&[0b0101u32]).unwrap();
+        dev.apply_inplace(&mut logits, 4, &mask, None).unwrap();
+        drop(dev);
+        let got = s.clone_dtoh(&logits).unwrap();
+        assert_eq!(got, [1.0, f32::NEG_INFINITY, 3.0, f32::NEG_INFINITY]);
+        drop((logits, mask, s));
+        // A device whose stream nothing else holds destroys it on drop.
+        drop(CudaDevice::new(0).unwrap());
+        report!("cuda own stream: no multi-stream mode; buffers outlive the device");
+    }
 }
 
 #[cfg(feature = "wgpu")]

@@ -233,7 +233,7 @@ impl CudaDevice {
                 Ok((name, function))
             })
             .collect::<Result<_, DeviceError>>()?;
-        let stream = ctx.new_stream().map_err(|e| unavailable("stream", &e))?;
+        let stream = device_stream(&ctx).map_err(|e| unavailable("stream", &e))?;
         Ok(CudaDevice {
             ctx,
             stream,
@@ -466,6 +466,37 @@ fn validate_raw(
         aligned("indices", ix, 4)?;
     }
     Ok(shape)
+}
+
+/// The device's stream: a non-blocking stream made through the driver API and
+/// wrapped, not `CudaContext::new_stream`. A stream of cudarc's making puts
+/// the context in "multi-stream mode", where every launch on a cudarc buffer
+/// waits on and records events for it; work on one stream is ordered
+/// without them. On an H200 (README "On a GPU") back-to-back applies at
+/// batch <= 16 ran 1.25-1.9x faster without them; larger batches the same. A
+/// user who makes streams of their own through cudarc turns the mode on for
+/// the buffers made after. The stream is destroyed with the device when
+/// nothing else holds it, else with the context.
+fn device_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>, cudarc::driver::DriverError> {
+    use cudarc::driver::result::stream;
+    ctx.bind_to_thread()?;
+    let raw = stream::create(stream::StreamKind::NonBlocking)?;
+    // SAFETY: `raw` is a stream of this context, bound just above; it is
+    // destroyed only in `CudaDevice::drop`, once no wrapper but the
+    // device's is left.
+    Ok(unsafe { ctx.wrap_borrowed_stream(raw) })
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.stream) == 1 && !self.stream.cu_stream().is_null() {
+            let _ = self.ctx.bind_to_thread();
+            // SAFETY: the stream came from `device_stream` (a wrapper that
+            // does not own it) and no other wrapper is left to use it; work
+            // still queued on it completes before the driver frees it.
+            let _ = unsafe { cudarc::driver::result::stream::destroy(self.stream.cu_stream()) };
+        }
+    }
 }
 
 fn device_err(e: impl std::fmt::Display) -> DeviceError {
