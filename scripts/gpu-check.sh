@@ -15,13 +15,18 @@
 #      masked_fill_ and, if a wheel is in .whl/, XGrammar's apply kernel;
 #   4. examples/cuda_step.rs: fill on the CPU, apply on the GPU, one step timed;
 #   5. ncu (if there) on one launch of the largest f32 shape, and on the
-#      one-row launches of step 4.
+#      one-row launches of step 4;
+#   6. `tokensieve generate --device cuda` with the real model, when
+#      GPU_CHECK_MODEL names its .gguf there (the 98 MB model is over what one
+#      device call carries: session 35 split it over two calls to one warm
+#      machine and joined the parts there).
 # The Vulkan loader travels as .deb files in .gl/ (libvulkan1 and libglvnd's
 # libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2: NVIDIA's ICD needs
 # libGLdispatch), XGrammar's wheel (optional) in .whl/; the driver's Vulkan
 # ICD and NVRTC come from the GPU machine. With the device tool (2026-11):
-# run `scripts/gpu-check.sh run` carrying [".gl", ".whl", ".gpu"]; all five
-# steps took 90 s on an H200.
+# run `scripts/gpu-check.sh run` carrying [".gl", ".whl", ".gpu"]; steps 1-5
+# took 90 s on an H200 (2026-11-26). Step 6's CLI is staged with the rest (15 MB
+# stripped); its model travels apart, in parts (over one call's 64 MiB).
 set -uo pipefail
 cmd=${1:-}
 dir=${2:-.gpu}
@@ -31,6 +36,7 @@ stage() {
     cargo test --release --features cuda,wgpu --test device_conformance --no-run
     cargo bench --features cuda,wgpu --bench apply --no-run
     cargo build --release --features cuda --example cuda_step
+    cargo build --release -p tokensieve-cli --features cuda
     mkdir -p "$dir"
     local t
     t=$(cargo test --release --features cuda,wgpu --test device_conformance --no-run 2>&1 |
@@ -40,7 +46,8 @@ stage() {
         sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
     cp "$t" "$dir/apply"
     cp target/release/examples/cuda_step "$dir/cuda_step"
-    strip "$dir"/device_conformance "$dir"/apply "$dir"/cuda_step
+    cp target/release/tokensieve "$dir/tokensieve"
+    strip "$dir"/device_conformance "$dir"/apply "$dir"/cuda_step "$dir"/tokensieve
     cp ../shared/data/tokenizers/llama3/tokenizer.json "$dir/llama3.json"
     ls -la "$dir"
 }
@@ -71,7 +78,7 @@ run() {
         nvcc --version 2>/dev/null | tail -2
     } 2>&1 | tee "$out/gpu.txt"
 
-    want() { [[ " ${GPU_CHECK_STEPS:-1 2 3 4 5} " == *" $1 "* ]]; }
+    want() { [[ " ${GPU_CHECK_STEPS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
     if want 1; then
         echo "== 1. device conformance"
         VK_LOADER_DEBUG=error timeout 180 "$dir/device_conformance" --test-threads=1 --nocapture 2>&1 |
@@ -110,6 +117,23 @@ run() {
                 "$dir/cuda_step" "$dir/llama3.json" crates/cli/testdata/person.schema.json earley 8 \
                 >"$out/ncu-step.txt" 2>&1
             grep -E "Duration" "$out/ncu-step.txt"
+        fi
+    fi
+    if want 6; then
+        echo "== 6. tokensieve generate --device cuda (the real model)"
+        if [ -n "${GPU_CHECK_MODEL:-}" ] && [ -s "$GPU_CHECK_MODEL" ]; then
+            local be dev
+            for be in earley regex-fsm; do
+                for dev in cpu cuda; do
+                    echo "-- $be on $dev" | tee -a "$out/generate.log"
+                    timeout 60 "$dir/tokensieve" generate --model "$GPU_CHECK_MODEL" --backend "$be" \
+                        --device "$dev" --schema crates/cli/testdata/person.schema.json \
+                        "Describe a fictional person as JSON: name, age, city, and whether they are a student." \
+                        2>&1 | tee -a "$out/generate.log"
+                done
+            done
+        else
+            echo "skipped: set GPU_CHECK_MODEL to the model's .gguf on this machine"
         fi
     fi
 }
