@@ -341,8 +341,13 @@ pub(crate) struct StateIndex {
 /// of the trie, not child list by child list (see [`Lexeme::build_state`]).
 const WIDE: u32 = 64;
 
-/// The most states a free zone gathers ([`Lexeme::free_zone`]).
-const ZONE_STATES: usize = 128;
+/// The most states a free zone gathers ([`Lexeme::free_zone`]). A search
+/// for a long alternation (`srn:reference-data/...:RESTRICTED|CLASSIFIED|
+/// ...`, unanchored) has hundreds of partial matches, each a state of the
+/// zone: with 128 its states were scanned escape by escape (14,000-15,000
+/// of them, 1.3-2.3 ms a state). A gathering that fails marks what it met,
+/// so a lexeme pays for it about once per this many states.
+const ZONE_STATES: usize = 1024;
 
 /// A loop state is walked through its free zone, if it has a wider one,
 /// only where its own skeleton has at least this many escapes: gathering
@@ -2327,6 +2332,42 @@ mod tests {
         assert!(loop_walks >= 3, "walks into a loop took the loop walk");
         assert!(into_loop >= 3, "states leading into a loop were found");
         assert!(zones >= 4, "searches walked through their zones: {zones}");
+    }
+
+    /// A search in a JSON string for a long alternation (an unanchored
+    /// `pattern` from a MaskBench schema), in a DFA that is not minimized,
+    /// as a lazy one is not: its loops' zones hold every partial match,
+    /// more states than a gathering of 128 reached (none was found, and
+    /// each loop was scanned escape by escape). The loops walk through
+    /// their zones, and every walk is the full walk.
+    #[test]
+    fn a_long_search_walks_through_its_zone() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let limits = limits(false);
+        let search = "(?:srn:reference-data/ResourceSecurityClassification:RESTRICTED\
+                      |CLASSIFIED|CONFIDENTIAL|MOST-CONFIDENTIAL:[0-9]*)";
+        let search: String = search.split_whitespace().collect();
+        let body = r#"(?:[^"\\]|\\["\\/bfnrt])*"#;
+        let l = eager_lexeme(
+            &format!(r#""{body}{search}{body}""#),
+            &vocab,
+            &trie,
+            &limits,
+        );
+        assert!(
+            l.dfa().num_states() > 200,
+            "a search of {} states",
+            l.dfa().num_states()
+        );
+        let mut zones = 0;
+        for state in 1..l.dfa().num_states() as u32 {
+            assert_walks_as_a_full_walk(&l, state, "a search for a long alternation");
+            zones += usize::from(
+                l.is_wide(state) && l.loop_skeleton(state).is_some() && l.zone_is_wider(state),
+            );
+        }
+        assert!(zones >= 5, "loops walked through their zones: {zones}");
     }
 
     /// The last characters of strings of fixed and bounded length, on a
