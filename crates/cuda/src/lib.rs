@@ -250,7 +250,10 @@ impl CudaDevice {
         &self.ctx
     }
 
-    /// The stream every apply is launched on.
+    /// The stream every apply is launched on: the device's own, made so that
+    /// cudarc records no events per launch (it does in a context with
+    /// streams of its own making). Buffers allocated on it hold it: it
+    /// outlives the device while they do.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
