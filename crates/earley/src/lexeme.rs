@@ -359,6 +359,17 @@ const ZONE_ESCAPES: usize = 2048;
 #[cfg(test)]
 const ZONE_ESCAPES: usize = 1;
 
+/// Nor does a skeleton of fewer escapes keep a wider zone from being
+/// walked if the subtrees below them hold at least this share of the trie
+/// (1/4): a loop of digits beside a search's `.*` after its match has
+/// every other child of the root as an escape, a full-trie scan (3.3 ms in
+/// Github_hard o44202), and its zone is two states. Such a zone is
+/// gathered only as far as [`SMALL_ZONE_STATES`]: a word count's loops
+/// have escapes as wide and no zone, and gathering 1,024 of its states
+/// for nothing cost its masks a fifth more.
+const ZONE_SPAN_SHARE: usize = 4;
+const SMALL_ZONE_STATES: usize = 16;
+
 /// A chain with fewer characters left than this is walked through the
 /// skeleton of exactly that many ([`Lexeme::chain_skeleton`]); a longer
 /// one through that of its run rounded down to a power of two (a skeleton
@@ -1086,12 +1097,25 @@ impl Lexeme {
         // trie in one pass.
         if self.is_wide(state) {
             if let Some((skeleton, into)) = self.loop_skeleton(state) {
-                if skeleton.escapes.len() >= ZONE_ESCAPES && self.zone_is_wider(state) {
+                let span = || -> usize {
+                    let nodes = |e: u32| (trie.nodes[e as usize].next - e) as usize;
+                    skeleton.escapes.iter().map(|&e| nodes(e)).sum()
+                };
+                let limit = if skeleton.escapes.len() >= ZONE_ESCAPES {
+                    ZONE_STATES
+                } else if span() * ZONE_SPAN_SHARE >= trie.nodes.len() {
+                    SMALL_ZONE_STATES
+                } else {
+                    0
+                };
+                if limit > 0 && self.zone_is_wider(state, limit) {
                     // A search in a string (an unanchored `pattern`): the
                     // loop's escapes are the bytes that go on a partial
                     // match, most of the trie; the zone's are the quote's
                     // and the backslash's.
-                    let zone = *self.free_zone(state).expect("a zone wider than the step");
+                    let zone = *self
+                        .free_zone(state, limit)
+                        .expect("a zone wider than the step");
                     self.scan_zone(state, &zone, &mut walk);
                 } else {
                     self.scan_escapes(state, into, &skeleton, &mut walk);
@@ -1147,15 +1171,15 @@ impl Lexeme {
     /// one keeps the characters a body goes on with (an escape's backslash
     /// leaves, not the letters the escape refuses). Every state gathered is
     /// given the same zone (its own may be wider; this one holds from it
-    /// too). `None` where nothing is free, or past [`ZONE_STATES`] states (a
+    /// too). `None` where nothing is free, or past `limit` states (a
     /// string of bounded length gathers a state per character: its walks
     /// are the chain's). A zone is a [`TextStep`] whose `to` is the state
     /// it was gathered from.
-    fn free_zone(&self, state: u32) -> Option<&TextStep> {
+    fn free_zone(&self, state: u32, limit: usize) -> Option<&TextStep> {
         if let Some(known) = self.zones.get(state) {
             return known.as_ref();
         }
-        let (zone, members, met) = self.gather_zone(state);
+        let (zone, members, met) = self.gather_zone(state, limit);
         for &m in &members {
             let _ = self.zones.slot(m).set(zone);
         }
@@ -1170,7 +1194,7 @@ impl Lexeme {
 
     /// The zone of `state`, the states it gathered, and every other state
     /// met on the way (see [`Lexeme::free_zone`]).
-    fn gather_zone(&self, state: u32) -> (Option<TextStep>, Vec<u32>, Vec<u32>) {
+    fn gather_zone(&self, state: u32, limit: usize) -> (Option<TextStep>, Vec<u32>, Vec<u32>) {
         let dfa = self.dfa();
         if state == DEAD || dfa.is_accepting(state) {
             return (None, Vec::new(), Vec::new());
@@ -1211,7 +1235,7 @@ impl Lexeme {
             let mut failed_at = u32::MAX;
             let mut i = 0;
             while i < members.len() {
-                if members.len() > ZONE_STATES {
+                if members.len() > limit {
                     met.extend(members.iter().map(|m| m.0));
                     return (None, Vec::new(), met.into_iter().collect());
                 }
@@ -1285,7 +1309,7 @@ impl Lexeme {
 
     /// Whether the free zone of `state` takes more than its text step: a
     /// walk through the zone keeps more subtrees whole than the step's.
-    fn zone_is_wider(&self, state: u32) -> bool {
+    fn zone_is_wider(&self, state: u32, limit: usize) -> bool {
         // A zone wider than a step that takes every multi-byte character
         // has another ASCII byte, whose state keeps every byte of the step
         // alive: in a string's body, the backslash's escape kills most
@@ -1318,7 +1342,7 @@ impl Lexeme {
                 return false;
             }
         }
-        let Some(zone) = self.free_zone(state).copied() else {
+        let Some(zone) = self.free_zone(state, limit).copied() else {
             return false;
         };
         match step {
@@ -2315,7 +2339,9 @@ mod tests {
                             >= WIDE
                 }));
                 zones += usize::from(
-                    l.is_wide(state) && l.loop_skeleton(state).is_some() && l.zone_is_wider(state),
+                    l.is_wide(state)
+                        && l.loop_skeleton(state).is_some()
+                        && l.zone_is_wider(state, ZONE_STATES),
                 );
                 if l.loop_skeleton(state).is_none() && l.chain_skeleton(state).is_some() {
                     let budgeted = l.runs.run(l.dfa(), state) < trie.max_depth as u32;
@@ -2364,7 +2390,9 @@ mod tests {
         for state in 1..l.dfa().num_states() as u32 {
             assert_walks_as_a_full_walk(&l, state, "a search for a long alternation");
             zones += usize::from(
-                l.is_wide(state) && l.loop_skeleton(state).is_some() && l.zone_is_wider(state),
+                l.is_wide(state)
+                    && l.loop_skeleton(state).is_some()
+                    && l.zone_is_wider(state, ZONE_STATES),
             );
         }
         assert!(zones >= 5, "loops walked through their zones: {zones}");
