@@ -1173,8 +1173,9 @@ impl Lexeme {
     /// given the same zone (its own may be wider; this one holds from it
     /// too). `None` where nothing is free, or past `limit` states (a
     /// string of bounded length gathers a state per character: its walks
-    /// are the chain's). A zone is a [`TextStep`] whose `to` is the state
-    /// it was gathered from.
+    /// are the chain's); a state that a gathering of a smaller limit met
+    /// keeps that `None` (always sound: its walks scan escapes). A zone is
+    /// a [`TextStep`] whose `to` is the state it was gathered from.
     fn free_zone(&self, state: u32, limit: usize) -> Option<&TextStep> {
         if let Some(known) = self.zones.get(state) {
             return known.as_ref();
@@ -2371,9 +2372,9 @@ mod tests {
         let vocab = vocabulary();
         let trie = Arc::new(TokenTrie::new(&vocab));
         let limits = limits(false);
+        // (The line break and the indent after `\` are not in the string.)
         let search = "(?:srn:reference-data/ResourceSecurityClassification:RESTRICTED\
                       |CLASSIFIED|CONFIDENTIAL|MOST-CONFIDENTIAL:[0-9]*)";
-        let search: String = search.split_whitespace().collect();
         let body = r#"(?:[^"\\]|\\["\\/bfnrt])*"#;
         let l = eager_lexeme(
             &format!(r#""{body}{search}{body}""#),
