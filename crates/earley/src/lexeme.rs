@@ -557,6 +557,8 @@ pub(crate) struct Skeleton {
     /// each with the state's own transition. And, in a skeleton with a
     /// budget, the nodes that would start a character past it.
     escapes: Vec<u32>,
+    /// Trie nodes below the escapes, summed: what scanning them all costs.
+    escape_nodes: usize,
     /// The characters on the path above each escape: a walk down a chain
     /// of states (a string of bounded length) goes on below the escape
     /// from the chain's state after that many characters.
@@ -643,7 +645,7 @@ impl Skeleton {
             };
             match here {
                 None => {
-                    s.escape(i as u32, done);
+                    s.escape(i as u32, done, next - i);
                     i = next;
                 }
                 Some(Utf8At::Boundary)
@@ -683,8 +685,9 @@ impl Skeleton {
         s
     }
 
-    fn escape(&mut self, node: u32, chars: u32) {
+    fn escape(&mut self, node: u32, chars: u32, below: usize) {
         self.escapes.push(node);
+        self.escape_nodes += below;
         self.escape_chars.push(chars);
         self.deepest = self.deepest.max(chars);
     }
@@ -1097,13 +1100,9 @@ impl Lexeme {
         // trie in one pass.
         if self.is_wide(state) {
             if let Some((skeleton, into)) = self.loop_skeleton(state) {
-                let span = || -> usize {
-                    let nodes = |e: u32| (trie.nodes[e as usize].next - e) as usize;
-                    skeleton.escapes.iter().map(|&e| nodes(e)).sum()
-                };
                 let limit = if skeleton.escapes.len() >= ZONE_ESCAPES {
                     ZONE_STATES
-                } else if span() * ZONE_SPAN_SHARE >= trie.nodes.len() {
+                } else if skeleton.escape_nodes * ZONE_SPAN_SHARE >= trie.nodes.len() {
                     SMALL_ZONE_STATES
                 } else {
                     0
