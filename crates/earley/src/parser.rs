@@ -718,7 +718,11 @@ impl Level {
     fn reset(&mut self) {
         self.own.clear();
         self.chunks.clear();
-        self.memo.clear();
+        // Clearing a map writes all its room, empty or not: a level is
+        // reset at every trie node a walk reads.
+        if !self.memo.is_empty() {
+            self.memo.clear();
+        }
     }
 }
 
@@ -728,9 +732,8 @@ pub(crate) struct Walker {
     levels: Vec<Level>,
     /// Chunks of items whose origin is a chart set, for one walk.
     set_memo: FxHashMap<(u32, usize), Arc<Chunk>>,
-    /// [`dedupe`]'s set of items met, kept (cleared) from one call to the
-    /// next rather than allocated for each.
-    seen: FxHashSet<(u32, u32, usize)>,
+    /// [`dedupe`]'s scratch, kept from one call to the next.
+    seen: Seen,
     /// Room kept between walks (cleared), so that a walk of a few nodes
     /// allocates nothing: item lists of the node walks, and the runs and
     /// exits of the lexeme walks.
@@ -772,7 +775,7 @@ fn few_ids(cfg: &Cfg, items: &[Item], words: usize) -> Option<Vec<u32>> {
 }
 
 /// Removes repeated items (the same item reached from two parents).
-fn dedupe(items: &mut Vec<Item>, seen: &mut FxHashSet<(u32, u32, usize)>) {
+fn dedupe(items: &mut Vec<Item>, seen: &mut Seen) {
     if items.len() < 2 {
         return;
     }
@@ -786,8 +789,87 @@ fn dedupe(items: &mut Vec<Item>, seen: &mut FxHashSet<(u32, u32, usize)>) {
             }
         }
     } else {
-        seen.clear();
-        items.retain(|i| seen.insert(i.key()));
+        seen.retain_first(items);
+    }
+}
+
+/// [`dedupe`]'s scratch: the items kept so far, found by position, a list
+/// per position. Items of one position are few (they differ by lexeme
+/// state or origin), so a repeat is found by comparing a handful of keys,
+/// where a hash set hashed every item (a set of 334 items, the keys of an
+/// object of many optional members, at every trie node a walk reads). A
+/// position held by many items (one reached from many origins, in an
+/// ambiguous grammar) has the rest of its walk's items hashed.
+#[derive(Default)]
+struct Seen {
+    /// Per position: the use it was last written in and the last item
+    /// kept there.
+    heads: Vec<(u32, u32)>,
+    /// Per item kept: the item kept before it at its position.
+    before: Vec<u32>,
+    /// The current use (0: none yet).
+    stamp: u32,
+    /// The keys met, where a position's list grew long.
+    hashed: FxHashSet<(u32, u32, usize)>,
+}
+
+impl Seen {
+    const NONE: u32 = u32::MAX;
+    /// The most items of one position compared with an item.
+    const LONG: usize = 16;
+
+    /// Keeps the first of each item in `items`, in order.
+    fn retain_first(&mut self, items: &mut Vec<Item>) {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.heads.iter_mut().for_each(|h| h.0 = 0);
+            self.stamp = 1;
+        }
+        self.before.clear();
+        let mut kept = 0;
+        let mut k = 0;
+        'items: while k < items.len() {
+            let key = items[k].key();
+            let pos = key.0 as usize;
+            if self.heads.len() <= pos {
+                self.heads.resize(pos + 1, (0, 0));
+            }
+            let (stamp, last) = self.heads[pos];
+            let head = if stamp == self.stamp {
+                last
+            } else {
+                Self::NONE
+            };
+            let (mut at, mut compared) = (head, 0);
+            while at != Self::NONE {
+                if items[at as usize].key() == key {
+                    k += 1;
+                    continue 'items;
+                }
+                compared += 1;
+                if compared == Self::LONG {
+                    break 'items;
+                }
+                at = self.before[at as usize];
+            }
+            // Every item between `kept` and `k` is a repeat, already read.
+            items.swap(kept, k);
+            self.before.push(head);
+            self.heads[pos] = (self.stamp, kept as u32);
+            kept += 1;
+            k += 1;
+        }
+        if k < items.len() {
+            self.hashed.clear();
+            self.hashed.extend(items[..kept].iter().map(Item::key));
+            for j in k..items.len() {
+                if self.hashed.insert(items[j].key()) {
+                    items.swap(kept, j);
+                    kept += 1;
+                }
+            }
+        }
+        items.truncate(kept);
     }
 }
 
@@ -797,7 +879,9 @@ impl Walker {
         if self.levels.is_empty() {
             self.levels.push(Level::default());
         }
-        self.set_memo.clear();
+        if !self.set_memo.is_empty() {
+            self.set_memo.clear();
+        }
         let level = &mut self.levels[0];
         level.reset();
         &mut level.own
@@ -1351,5 +1435,65 @@ impl Walker {
         self.kept = kept;
         self.exits = exits;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(pos: u32, lex: u32, origin: u32) -> Item {
+        let origin = if origin == u32::MAX {
+            Origin::Here
+        } else {
+            Origin::Local(origin)
+        };
+        Item { pos, lex, origin }
+    }
+
+    /// The first of each item, in order: what `Vec::retain` with a hash set
+    /// of the keys met keeps.
+    fn first_of_each(items: &[Item]) -> Vec<(u32, u32, usize)> {
+        let mut met = std::collections::HashSet::new();
+        items
+            .iter()
+            .map(Item::key)
+            .filter(|&k| met.insert(k))
+            .collect()
+    }
+
+    #[test]
+    fn dedupe_keeps_the_first_of_each_item_in_order() {
+        let mut seen = Seen::default();
+        // Many items share a position (differing by lexeme state or
+        // origin), some repeat near and far apart; a later walk with other
+        // items must not find an earlier walk's.
+        let walks: [Vec<Item>; 4] = [
+            (0..120)
+                .map(|k| item(k % 7, k % 3, if k % 5 == 0 { u32::MAX } else { k % 4 }))
+                .collect(),
+            (0..40)
+                .map(|k| item(k % 7, 9, k % 2))
+                .chain((0..40).map(|k| item(k % 7, 9, k % 2)))
+                .collect(),
+            (0..30)
+                .map(|k| item(1000 + k, 0, 0))
+                .chain([item(1000, 0, 0), item(3, 3, 3)])
+                .collect(),
+            // One position reached from many origins: past `Seen::LONG`
+            // of them the rest of the walk is hashed.
+            (0..40)
+                .map(|k| item(5, 0, k))
+                .chain((0..80).map(|k| item(5, 0, 79 - k)))
+                .chain((0..10).map(|k| item(6, 0, k)))
+                .collect(),
+        ];
+        for walk in walks {
+            let want = first_of_each(&walk);
+            let mut items = walk.clone();
+            dedupe(&mut items, &mut seen);
+            let got: Vec<_> = items.iter().map(Item::key).collect();
+            assert_eq!(got, want);
+        }
     }
 }
