@@ -1056,21 +1056,33 @@ impl Walker {
             markers,
             reached: Vec::new(),
         };
+        // The groups of the last node walked, whose union is level 0: the
+        // next node of the same groups walks from it as it is (most nodes
+        // are of one group, and its set may hold hundreds of items).
+        let (mut groups_at, mut last) = (Vec::new(), None::<Vec<usize>>);
+        let mut first = [0u64; 4];
         let mut i = 0;
         while i < at.len() {
             let (node, depth, _) = at[i];
-            let base = self.base();
+            groups_at.clear();
             while i < at.len() && at[i].0 == node {
-                base.extend(after[at[i].2].iter().cloned());
+                groups_at.push(at[i].2);
                 i += 1;
             }
-            if base.is_empty() {
+            if last.as_ref() != Some(&groups_at) {
+                let base = self.base();
+                for &g in &groups_at {
+                    base.extend(after[g].iter().cloned());
+                }
+                // Each part is closed, and so is their union: closing it
+                // again would only find the completions already made.
+                dedupe(&mut self.levels[0].own, &mut self.seen);
+                first = first_bytes_of(cfg, &self.levels[0].own);
+                last = Some(groups_at.clone());
+            }
+            if self.levels[0].own.is_empty() {
                 continue;
             }
-            // Each part is closed, and so is their union: closing it again
-            // would only find the completions already made.
-            dedupe(&mut self.levels[0].own, &mut self.seen);
-            let first = first_bytes_of(cfg, &self.levels[0].own);
             self.walk_kids(
                 cfg,
                 trie,
