@@ -794,16 +794,18 @@ fn dedupe(items: &mut Vec<Item>, seen: &mut Seen) {
 }
 
 /// [`dedupe`]'s scratch: the items kept so far, found by position, a list
-/// per position. Items of one position are few (they differ by lexeme
-/// state or origin), so a repeat is found by comparing a handful of keys,
-/// where a hash set hashed every item (a set of 334 items, the keys of an
-/// object of many optional members, at every trie node a walk reads). A
-/// position held by many items (one reached from many origins, in an
-/// ambiguous grammar) has the rest of its walk's items hashed.
+/// per position (per [`Seen::BUCKETS`]th of the positions: the room stays
+/// small whatever the grammar, a matcher having one). Items of one
+/// position are few (they differ by lexeme state or origin), so a repeat
+/// is found by comparing a handful of keys, where a hash set hashed every
+/// item (a set of 334 items, the keys of an object of many optional
+/// members, at every trie node a walk reads). A list grown long (a
+/// position reached from many origins, in an ambiguous grammar) has the
+/// rest of its walk's items hashed.
 #[derive(Default)]
 struct Seen {
-    /// Per position: the use it was last written in and the last item
-    /// kept there.
+    /// Per bucket of positions: the use it was last written in and the
+    /// last item kept there.
     heads: Vec<(u32, u32)>,
     /// Per item kept: the item kept before it at its position.
     before: Vec<u32>,
@@ -815,8 +817,10 @@ struct Seen {
 
 impl Seen {
     const NONE: u32 = u32::MAX;
-    /// The most items of one position compared with an item.
+    /// The most items of one list compared with an item.
     const LONG: usize = 16;
+    /// Lists, a position's being its number modulo this.
+    const BUCKETS: usize = 1024;
 
     /// Keeps the first of each item in `items`, in order.
     fn retain_first(&mut self, items: &mut Vec<Item>) {
@@ -830,9 +834,9 @@ impl Seen {
         let mut k = 0;
         'items: while k < items.len() {
             let key = items[k].key();
-            let pos = key.0 as usize;
-            if self.heads.len() <= pos {
-                self.heads.resize(pos + 1, (0, 0));
+            let pos = key.0 as usize % Self::BUCKETS;
+            if self.heads.is_empty() {
+                self.heads.resize(Self::BUCKETS, (0, 0));
             }
             let (stamp, last) = self.heads[pos];
             let head = if stamp == self.stamp {
