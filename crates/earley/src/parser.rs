@@ -1063,7 +1063,7 @@ impl Walker {
         // The groups of the last node walked, whose union is level 0: the
         // next node of the same groups walks from it as it is (most nodes
         // are of one group, and its set may hold hundreds of items).
-        let (mut groups_at, mut last) = (Vec::new(), None::<Vec<usize>>);
+        let (mut groups_at, mut last) = (Vec::new(), Vec::new());
         let mut first = [0u64; 4];
         let mut i = 0;
         while i < at.len() {
@@ -1073,7 +1073,8 @@ impl Walker {
                 groups_at.push(at[i].2);
                 i += 1;
             }
-            if last.as_ref() != Some(&groups_at) {
+            // (`last` is empty before the first node; a node has a group.)
+            if last != groups_at {
                 let base = self.base();
                 for &g in &groups_at {
                     base.extend(after[g].iter().cloned());
@@ -1082,7 +1083,7 @@ impl Walker {
                 // again would only find the completions already made.
                 dedupe(&mut self.levels[0].own, &mut self.seen);
                 first = first_bytes_of(cfg, &self.levels[0].own);
-                last = Some(groups_at.clone());
+                std::mem::swap(&mut last, &mut groups_at);
             }
             if self.levels[0].own.is_empty() {
                 continue;
