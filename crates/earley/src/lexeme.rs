@@ -984,12 +984,16 @@ impl Lexeme {
     /// The state whose index serves `state`: itself, but for a counted
     /// repetition far from its bounds, the state at its least count that
     /// every trie walk from `state` agrees with
-    /// ([`LazyCounted::shifted`]).
+    /// ([`LazyCounted::shifted`]), and for an intersection under a long
+    /// length, the state with that length's count so moved
+    /// ([`LazyProduct::shifted`]).
     #[inline]
     pub(crate) fn index_state(&self, state: u32) -> u32 {
-        // A counted lexeme is made at compile: asking does not make one.
+        // Counted and intersection lexemes are made at compile: asking
+        // does not make one.
         match self.dfa.get() {
             Some(LexDfa::Counted(d)) => d.shifted(state, self.trie.max_depth as u32),
+            Some(LexDfa::Product(d)) => d.shifted(state, self.trie.max_depth as u32),
             _ => state,
         }
     }
@@ -2536,6 +2540,71 @@ mod tests {
             }
         }
         assert!(states >= 100, "{states} states walked");
+    }
+
+    /// Intersections under a long length: a state whose count its index
+    /// moves ([`LazyProduct::shifted`]) gets the tokens and exits of its
+    /// own full walk, a pattern with a long completion (after the colon,
+    /// 24 letters, longer than any token) and a least length included.
+    #[test]
+    fn intersections_under_a_long_length_index_as_their_full_walk() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let char = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt])"#;
+        // Each with the bytes its random texts are made of.
+        let cases = [
+            (
+                vec![
+                    r#""(?:[^"\\\s]+\s+){0,5}[^"\\\s]+""#.to_owned(),
+                    format!(r#""{char}{{0,70}}""#),
+                ],
+                &b"ab  \\n"[..],
+            ),
+            (
+                vec![
+                    r#""[^"\\]*:[ab]{24}""#.to_owned(),
+                    format!(r#""{char}{{0,100}}""#),
+                ],
+                &b"ab:"[..],
+            ),
+            (
+                vec![
+                    r#""[^"\\]*y[^"\\]*""#.to_owned(),
+                    format!(r#""{char}{{9,90}}""#),
+                ],
+                &b"aby"[..],
+            ),
+        ];
+        let mut rng = SplitMix64(37);
+        let mut shifted = 0;
+        for (patterns, alphabet) in &cases {
+            let regexes: Vec<&str> = patterns.iter().map(String::as_str).collect();
+            let product = LazyProduct::build(&regexes, &limits(false)).unwrap();
+            let l = Lexeme::new(
+                Making::Now(LexDfa::Product(product)),
+                trie.clone(),
+                vocab.mask_words(),
+                Arc::default(),
+            );
+            // The states of random texts, as far as each goes: counts up
+            // to the length's bounds.
+            let mut seen = hashbrown::HashSet::new();
+            for _ in 0..40 {
+                let mut state = l.dfa().next(l.dfa().start(), b'"');
+                for _ in 0..110 {
+                    if state == DEAD {
+                        break;
+                    }
+                    if seen.insert(state) {
+                        let index = l.state(state);
+                        assert_index_is_the_full_walk(&l, state, index, &format!("{patterns:?}"));
+                        shifted += usize::from(l.index_state(state) != state);
+                    }
+                    state = l.dfa().next(state, alphabet[rng.below(alphabet.len())]);
+                }
+            }
+        }
+        assert!(shifted >= 100, "{shifted} states indexed through a shift");
     }
 
     /// A row becomes its sorted ids while they would take less than an

@@ -82,6 +82,8 @@ pub struct LazyCounted {
     max: u32,
     /// Live states of `X`.
     width: u32,
+    /// One more than the highest id.
+    id_bound: u64,
     /// Counts up to this one have the lowest ids (see [`LazyCounted::slot`]).
     low_end: u32,
     /// Counts from this one to `max` come next; the counts between last.
@@ -150,7 +152,8 @@ impl LazyCounted {
         // Body ids are odd, tail ids even (see `LazyCounted::id`).
         let body_ids = 2 * (u64::from(max) + 1) * width;
         let tail_ids = 2 * (limits.max_dfa_states as u64 + 1);
-        if body_ids.max(tail_ids) >= u64::from(u32::MAX) {
+        let id_bound = body_ids.max(tail_ids);
+        if id_bound >= u64::from(u32::MAX) {
             return None;
         }
         let low_end = max.min(min.saturating_add(2 * BOUND_REACH));
@@ -177,6 +180,7 @@ impl LazyCounted {
             min,
             max,
             width: width as u32,
+            id_bound,
             low_end,
             high_start,
             classes,
@@ -374,6 +378,34 @@ impl LazyCounted {
             }
             _ => state,
         }
+    }
+
+    /// The bounds `min` and `max` of the count.
+    pub fn bounds(&self) -> (u32, u32) {
+        (self.min, self.max)
+    }
+
+    /// The count and the state of `X` of `state`, where it is in the
+    /// repetition (not in `C`, not dead).
+    #[inline]
+    pub fn counted_at(&self, state: u32) -> Option<(u32, u32)> {
+        match self.at(state) {
+            At::Body { count, q } => Some((count, q)),
+            _ => None,
+        }
+    }
+
+    /// The state at `count` copies (at most `max`) in `q`, a state of `X`
+    /// that [`LazyCounted::counted_at`] gave.
+    #[inline]
+    pub fn counted_state(&self, count: u32, q: u32) -> u32 {
+        debug_assert!(count <= self.max && (1..=self.width).contains(&q));
+        self.id(At::Body { count, q })
+    }
+
+    /// One more than the highest id a state can have.
+    pub fn id_bound(&self) -> u64 {
+        self.id_bound
     }
 
     /// The text step of `state` ([`crate::dfa::text_step`]) read off the

@@ -17,11 +17,13 @@
 //! [`LazyProduct::exhausted`] says so, as [`LazyDfa::exhausted`] does.
 
 use hashbrown::HashMap;
-use std::sync::Mutex;
+use regex_syntax::hir::{Hir, HirKind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use tokensieve_core::GrammarError;
 
+use crate::counted::LazyCounted;
 use crate::dfa::{ALL_LEADS, Automaton, DEAD, DfaLimits, TextRuns, TextStep};
 use crate::grow::Grow;
 use crate::lazy::{LazyDfa, SetTable};
@@ -43,6 +45,247 @@ enum Fate {
     Unknown,
     Live,
     DeadEnd,
+}
+
+/// A regex of the form `prefix X{min,max} C` is a counted part
+/// ([`Part::Counted`]) from this `max` on: a string's length below it
+/// costs few states, and a walk of a long token reaches its bounds from
+/// every count anyway.
+const COUNTED_FROM: u32 = 64;
+
+/// The most states of the product with its count left out that
+/// [`LazyProduct::reach`] makes: past it, no state is shifted.
+const REACH_STATES: usize = 4096;
+
+/// The last element of a held state's tuple (see [`LazyProduct::shifted`]).
+const HELD: u32 = u32::MAX;
+
+/// One regex of an intersection.
+#[derive(Debug)]
+enum Part {
+    Dfa(Box<LazyDfa>),
+    /// `prefix X{min,max} C` (a JSON string of bounded length: the quote,
+    /// its characters, the quote) with its copies of `X` counted
+    /// ([`LazyCounted`]) instead of a state per count, so that two states
+    /// of the product that differ only by the count are seen to
+    /// ([`LazyProduct::shifted`]). States `1..=prefix.len()` stand before
+    /// each byte of the prefix; the counted automaton's state `x` is
+    /// `x + prefix.len()`.
+    Counted(Box<CountedPart>),
+}
+
+/// See [`Part::Counted`].
+#[derive(Debug)]
+struct CountedPart {
+    counted: LazyCounted,
+    prefix: Box<[u8]>,
+    /// The counted automaton's classes, with each byte of the prefix in
+    /// one of its own.
+    classes: [u8; 256],
+}
+
+impl Part {
+    /// The part of `pattern`: counted where it is `prefix X{min,max} C`
+    /// with `max` at least [`COUNTED_FROM`] and counting is exact
+    /// ([`LazyCounted::build`]), a lazy DFA otherwise.
+    fn build(pattern: &str, limits: &DfaLimits) -> Result<Part, GrammarError> {
+        let hir = crate::dfa::parse(pattern)?;
+        if let Some(part) = Part::counted(&hir, pattern, limits) {
+            return Ok(part);
+        }
+        LazyDfa::from_hir(&hir, limits).map(|d| Part::Dfa(Box::new(d)))
+    }
+
+    fn counted(hir: &Hir, pattern: &str, limits: &DfaLimits) -> Option<Part> {
+        let HirKind::Concat(subs) = hir.kind() else {
+            return None;
+        };
+        let (prefix, at): (Box<[u8]>, usize) = match subs.first()?.kind() {
+            HirKind::Literal(lit) => (lit.0.clone(), 1),
+            _ => (Box::default(), 0),
+        };
+        let HirKind::Repetition(rep) = subs.get(at)?.kind() else {
+            return None;
+        };
+        let max = rep.max?;
+        if max < COUNTED_FROM || prefix.len() > 8 {
+            return None;
+        }
+        let tail = Hir::concat(subs[at + 1..].to_vec());
+        let counted =
+            LazyCounted::build(&rep.sub, rep.min, max, &tail, pattern.to_owned(), limits)?;
+        if counted.id_bound() + prefix.len() as u64 >= u64::from(u32::MAX) {
+            return None;
+        }
+        let mut classes = [0u8; 256];
+        let mut ids: HashMap<(u8, u16), u8> = HashMap::new();
+        for b in 0..=255u8 {
+            let own = if prefix.contains(&b) {
+                u16::from(b)
+            } else {
+                256
+            };
+            let next = ids.len() as u8;
+            classes[b as usize] = *ids
+                .entry((counted.classes()[b as usize], own))
+                .or_insert(next);
+        }
+        Some(Part::Counted(Box::new(CountedPart {
+            counted,
+            prefix,
+            classes,
+        })))
+    }
+
+    #[inline]
+    fn start(&self) -> u32 {
+        match self {
+            Part::Dfa(d) => d.start(),
+            Part::Counted(c) if !c.prefix.is_empty() => 1,
+            Part::Counted(c) => c.counted.start(),
+        }
+    }
+
+    fn classes(&self) -> &[u8; 256] {
+        match self {
+            Part::Dfa(d) => d.classes(),
+            Part::Counted(c) => &c.classes,
+        }
+    }
+
+    #[inline]
+    fn next(&self, q: u32, byte: u8) -> u32 {
+        match self {
+            Part::Dfa(d) => d.next(q, byte),
+            Part::Counted(c) => {
+                let CountedPart {
+                    counted, prefix, ..
+                } = &**c;
+                let n = prefix.len() as u32;
+                if q == DEAD {
+                    DEAD
+                } else if q <= n {
+                    match prefix[q as usize - 1] == byte {
+                        false => DEAD,
+                        true if q == n => counted.start() + n,
+                        true => q + 1,
+                    }
+                } else {
+                    match counted.next(q - n, byte) {
+                        DEAD => DEAD,
+                        t => t + n,
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn is_accepting(&self, q: u32) -> bool {
+        match self {
+            Part::Dfa(d) => d.is_accepting(q),
+            Part::Counted(c) => {
+                let CountedPart {
+                    counted, prefix, ..
+                } = &**c;
+                let n = prefix.len() as u32;
+                q > n && counted.is_accepting(q - n)
+            }
+        }
+    }
+
+    fn at_char_boundary(&self, q: u32) -> bool {
+        match self {
+            Part::Dfa(d) => d.at_char_boundary(q),
+            Part::Counted(c) => {
+                let CountedPart {
+                    counted, prefix, ..
+                } = &**c;
+                let n = prefix.len() as u32;
+                if q == DEAD {
+                    true
+                } else if q <= n {
+                    prefix[q as usize - 1] & 0xC0 != 0x80
+                } else {
+                    counted.at_char_boundary(q - n)
+                }
+            }
+        }
+    }
+
+    fn nfa_states(&self) -> usize {
+        match self {
+            Part::Dfa(d) => d.nfa_states(),
+            Part::Counted(c) => c.counted.nfa_states(),
+        }
+    }
+
+    fn exhausted(&self) -> bool {
+        match self {
+            Part::Dfa(d) => d.exhausted(),
+            Part::Counted(c) => c.counted.exhausted(),
+        }
+    }
+
+    fn exhausted_error(&self) -> GrammarError {
+        match self {
+            Part::Dfa(d) => d.exhausted_error(),
+            Part::Counted(c) => c.counted.exhausted_error(),
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Part::Dfa(d) => d.memory_bytes(),
+            Part::Counted(c) => c.counted.memory_bytes(),
+        }
+    }
+
+    /// States this part has made (a counted part: rows read).
+    fn num_states(&self) -> usize {
+        match self {
+            Part::Dfa(d) => d.num_states(),
+            Part::Counted(c) => c.counted.num_states(),
+        }
+    }
+}
+
+impl Automaton for Part {
+    fn start(&self) -> u32 {
+        Part::start(self)
+    }
+    fn next(&self, state: u32, byte: u8) -> u32 {
+        Part::next(self, state, byte)
+    }
+    fn is_accepting(&self, state: u32) -> bool {
+        Part::is_accepting(self, state)
+    }
+    fn byte_classes(&self) -> Option<&[u8; 256]> {
+        Some(self.classes())
+    }
+    fn row_by_class(&self, state: u32) -> Option<&[u32]> {
+        match self {
+            Part::Dfa(d) => Automaton::row_by_class(&**d, state),
+            // Its ids and classes are not the counted automaton's.
+            Part::Counted(_) => None,
+        }
+    }
+    fn known_text_step(&self, state: u32) -> Option<Option<TextStep>> {
+        match self {
+            Part::Dfa(d) => Automaton::known_text_step(&**d, state),
+            Part::Counted(c) => {
+                let CountedPart {
+                    counted, prefix, ..
+                } = &**c;
+                let n = prefix.len() as u32;
+                if state <= n {
+                    return None;
+                }
+                let step = counted.known_text_step(state - n)?;
+                Some(step.map(|s| TextStep { to: s.to + n, ..s }))
+            }
+        }
+    }
 }
 
 /// The part that makes states, one thread at a time.
@@ -71,7 +314,16 @@ struct Builder {
 /// The intersection of regexes, built as it is walked.
 #[derive(Debug)]
 pub struct LazyProduct {
-    parts: Vec<LazyDfa>,
+    parts: Vec<Part>,
+    /// The first counted part, if any: its count is what
+    /// [`LazyProduct::shifted`] moves.
+    counted: Option<usize>,
+    /// The walk depth `shifted` was first asked for, the reach that
+    /// decides how far from `max` a count must be ([`LazyProduct::reach`]),
+    /// and each state's shift once asked.
+    shift_depth: OnceLock<u32>,
+    reach: OnceLock<Option<u32>>,
+    shifts: Grow<u32>,
     /// The text steps of each part's states, kept: many product states
     /// share a part's state ([`LazyProduct::parts_step`]).
     part_steps: Vec<TextRuns>,
@@ -108,8 +360,9 @@ impl LazyProduct {
         }
         let parts = patterns
             .iter()
-            .map(|p| LazyDfa::build(p, limits))
+            .map(|p| Part::build(p, limits))
             .collect::<Result<Vec<_>, _>>()?;
+        let counted = parts.iter().position(|p| matches!(p, Part::Counted(_)));
         let mut classes = [0u8; 256];
         let mut reps = Vec::new();
         let mut class_size: Vec<u16> = Vec::new();
@@ -125,10 +378,14 @@ impl LazyProduct {
             classes[b as usize] = c;
             class_size[c as usize] += 1;
         }
-        let start: Box<[u32]> = parts.iter().map(LazyDfa::start).collect();
+        let start: Box<[u32]> = parts.iter().map(Part::start).collect();
         let product = LazyProduct {
             part_steps: parts.iter().map(|_| TextRuns::new(0)).collect(),
             parts,
+            counted,
+            shift_depth: OnceLock::new(),
+            reach: OnceLock::new(),
+            shifts: Grow::default(),
             classes,
             reps,
             class_size,
@@ -233,12 +490,12 @@ impl LazyProduct {
 
     /// The parts' NFA states (what compiling cost).
     pub fn nfa_states(&self) -> usize {
-        self.parts.iter().map(LazyDfa::nfa_states).sum()
+        self.parts.iter().map(Part::nfa_states).sum()
     }
 
     /// Whether a limit stopped the making of a state, here or in a part.
     pub fn exhausted(&self) -> bool {
-        self.exhausted.load(Ordering::SeqCst) || self.parts.iter().any(LazyDfa::exhausted)
+        self.exhausted.load(Ordering::SeqCst) || self.parts.iter().any(Part::exhausted)
     }
 
     /// The error that [`LazyProduct::exhausted`] stands for.
@@ -271,7 +528,7 @@ impl LazyProduct {
     /// Heap bytes held (the parts, the states made).
     pub fn memory_bytes(&self) -> usize {
         let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
-        self.parts.iter().map(LazyDfa::memory_bytes).sum::<usize>() + b.bytes
+        self.parts.iter().map(Part::memory_bytes).sum::<usize>() + b.bytes
     }
 
     /// The part states after the byte of class `class` from `tuple`, into
@@ -286,7 +543,31 @@ impl LazyProduct {
             }
             out.push(t);
         }
+        if tuple.len() > self.parts.len() {
+            self.hold(out);
+            out.push(HELD);
+        }
         true
+    }
+
+    /// The counted part's count in `tuple` (a tuple of part states) moved
+    /// to `min`, where it is in the repetition.
+    fn hold(&self, tuple: &mut [u32]) {
+        let Some(j) = self.counted else {
+            return;
+        };
+        let Part::Counted(c) = &self.parts[j] else {
+            unreachable!("the counted part is counted");
+        };
+        let CountedPart {
+            counted, prefix, ..
+        } = &**c;
+        let n = prefix.len() as u32;
+        if tuple[j] > n
+            && let Some((_, x)) = counted.counted_at(tuple[j] - n)
+        {
+            tuple[j] = counted.counted_state(counted.bounds().0, x) + n;
+        }
     }
 
     fn accepts(&self, tuple: &[u32]) -> bool {
@@ -392,6 +673,10 @@ impl LazyProduct {
         if ascii == [0, 0] {
             return None;
         }
+        if tuple.len() > self.parts.len() {
+            self.hold(&mut to);
+            to.push(HELD);
+        }
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
         let id = self.intern(&mut b, &to);
         // Every part's target is live and not accepting: so is the
@@ -405,6 +690,160 @@ impl LazyProduct {
             leads,
             to: id,
         }))
+    }
+
+    /// A state whose walks of at most `depth` bytes find what walks from
+    /// `state` find, as [`crate::trie::TokenTrie`] walks do: `state` held
+    /// (the same states of every part, the counted one's count moved to
+    /// `min` and kept there at each copy's end, a state of the relaxed
+    /// product, marked by a last element [`HELD`] in its tuple). That
+    /// holds where the count is at least `min` and far enough from `max`
+    /// that it does not meet it within `depth` bytes and the
+    /// [`LazyProduct::reach`] after them: every count between reads alike,
+    /// and a state a walk meets is live in both, as every state of the
+    /// relaxed product that can accept can do so within the reach. A
+    /// word count under `maxLength: 300` made a new product state at
+    /// every trie node of every mask's walk (thousands a token, ~6 ms);
+    /// held, walks meet the states of the pattern and a character's
+    /// automaton only, made once. `state` itself otherwise, and always for
+    /// a `depth` other than the first one asked (each state's answer is
+    /// kept).
+    pub fn shifted(&self, state: u32, depth: u32) -> u32 {
+        let Some(j) = self.counted else {
+            return state;
+        };
+        if state == DEAD || *self.shift_depth.get_or_init(|| depth) != depth {
+            return state;
+        }
+        *self
+            .shifts
+            .get_or_init(state, || self.shift(state, j, depth))
+    }
+
+    fn shift(&self, state: u32, j: usize, depth: u32) -> u32 {
+        let Part::Counted(c) = &self.parts[j] else {
+            unreachable!("the counted part is counted");
+        };
+        let CountedPart {
+            counted, prefix, ..
+        } = &**c;
+        let n = prefix.len() as u32;
+        let mut tuple: Vec<u32> = {
+            let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+            b.tuples[state as usize].to_vec()
+        };
+        let q = tuple[j];
+        let Some((count, x)) = (q > n).then(|| counted.counted_at(q - n)).flatten() else {
+            return state;
+        };
+        let (min, max) = counted.bounds();
+        let room = |reach: u32| u64::from(count) + u64::from(depth) + u64::from(reach);
+        if count < min || room(0) > u64::from(max) {
+            return state;
+        }
+        match self.reach() {
+            Some(reach) if room(reach) <= u64::from(max) => {}
+            _ => return state,
+        }
+        tuple[j] = counted.counted_state(min, x) + n;
+        tuple.push(HELD);
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let id = self.intern(&mut b, &tuple);
+        // Live, as `state` is (see `reach`).
+        if id == DEAD || !self.live(&mut b, id) {
+            return state;
+        }
+        id
+    }
+
+    /// The most bytes any state of the relaxed product needs to reach an
+    /// accepting one, where it can: the relaxed product is this one with
+    /// the counted part's count held at `min` (see
+    /// [`LazyProduct::shifted`]), made from the start as a whole, apart
+    /// from the held states (their ids are not made here). It reads more
+    /// than this one (a count below `min` held at `min` may end), so every
+    /// state a walk of this one meets, held, is one of its states, and a
+    /// state of this one is live where its held tuple can accept: within
+    /// the reach, which a count far enough from `max` has room for.
+    /// `None` (nothing is held) where the bounds leave no count between
+    /// them, past [`REACH_STATES`], or where making it would take a part
+    /// near its limits.
+    fn reach(&self) -> Option<u32> {
+        *self.reach.get_or_init(|| self.relaxed_reach())
+    }
+
+    fn relaxed_reach(&self) -> Option<u32> {
+        let j = self.counted?;
+        let Part::Counted(c) = &self.parts[j] else {
+            return None;
+        };
+        let (min, max) = c.counted.bounds();
+        if min >= max {
+            return None;
+        }
+        let mut start: Vec<u32> = self.parts.iter().map(Part::start).collect();
+        self.hold(&mut start);
+        let mut ids: HashMap<Box<[u32]>, u32> = HashMap::new();
+        let mut tuples: Vec<Box<[u32]>> = vec![start.clone().into_boxed_slice()];
+        ids.insert(start.into_boxed_slice(), 0);
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        let mut next = Vec::new();
+        let mut i = 0;
+        while i < tuples.len() {
+            // Making the relaxed product makes the parts' states: it stops
+            // well before a part's limits, which would narrow the lexeme.
+            if i % 64 == 0
+                && self.parts.iter().any(|p| {
+                    p.num_states() * 2 > self.max_states || p.memory_bytes() * 2 > self.max_bytes
+                })
+            {
+                return None;
+            }
+            let tuple = tuples[i].clone();
+            for class in 0..self.reps.len() {
+                if !self.step(&tuple, class, &mut next) {
+                    continue;
+                }
+                self.hold(&mut next);
+                let to = match ids.get(next.as_slice()) {
+                    Some(&to) => to,
+                    None if tuples.len() >= REACH_STATES => return None,
+                    None => {
+                        let to = tuples.len() as u32;
+                        ids.insert(next.clone().into_boxed_slice(), to);
+                        tuples.push(next.clone().into_boxed_slice());
+                        to
+                    }
+                };
+                edges.push((i as u32, to));
+            }
+            i += 1;
+        }
+        if self.parts.iter().any(Part::exhausted) {
+            return None;
+        }
+        // Bytes to an accepting state, backwards from the accepting ones.
+        let mut into: Vec<Vec<u32>> = vec![Vec::new(); tuples.len()];
+        for &(from, to) in &edges {
+            into[to as usize].push(from);
+        }
+        let mut dist = vec![u32::MAX; tuples.len()];
+        let mut queue = std::collections::VecDeque::new();
+        for (k, t) in tuples.iter().enumerate() {
+            if self.accepts(t) {
+                dist[k] = 0;
+                queue.push_back(k as u32);
+            }
+        }
+        while let Some(k) = queue.pop_front() {
+            for &from in &into[k as usize] {
+                if dist[from as usize] == u32::MAX {
+                    dist[from as usize] = dist[k as usize] + 1;
+                    queue.push_back(from);
+                }
+            }
+        }
+        dist.into_iter().filter(|&d| d != u32::MAX).max()
     }
 
     /// Whether an accepting state can be reached from `state`: a
@@ -662,6 +1101,107 @@ mod tests {
             }
         }
         assert!(from_parts >= 20, "steps made from the parts: {from_parts}");
+    }
+
+    /// A string of bounded length whose count is a number: the product
+    /// reads as the intersection built whole, on random texts that cross
+    /// both bounds.
+    #[test]
+    fn a_counted_length_reads_as_its_regex() {
+        let cases: [(&[&str], &[u8]); 3] = [
+            (
+                &[r#""(?:[ab]+ ){0,40}[ab]+""#, r#""(?:[^"\\]|\\n){0,66}""#],
+                b"ab \\n\"",
+            ),
+            (&[r#""[^"\\]*:[ab]{5}""#, r#""[^"\\]{3,64}""#], b"ab:\""),
+            // A prefix of two bytes, the second of a character of two.
+            (
+                &[r"é(?:[a-c]|é){0,70}!", r"é[a-c]*(?:é[a-c]*){0,3}!"],
+                "abé!".as_bytes(),
+            ),
+        ];
+        let mut rng = tokensieve_core::testing::SplitMix64(37);
+        for (patterns, alphabet) in cases {
+            let eager = ByteDfa::intersection(patterns, &limits()).unwrap();
+            let lazy = LazyProduct::build(patterns, &limits()).unwrap();
+            assert!(lazy.counted.is_some(), "{patterns:?} has a counted part");
+            for _ in 0..3000 {
+                let len = rng.below(80);
+                let mut text: Vec<u8> = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect();
+                if rng.below(2) == 0 {
+                    text.insert(0, patterns[0].as_bytes()[0]);
+                }
+                let (e, l) = (walk(&eager, &text), walk(&lazy, &text));
+                assert_eq!(e.is_some(), l.is_some(), "{patterns:?} on {text:?}");
+                if let (Some(e), Some(l)) = (e, l) {
+                    assert_eq!(eager.is_accepting(e), lazy.is_accepting(l), "{text:?}");
+                    assert_eq!(eager.at_char_boundary(e), lazy.at_char_boundary(l));
+                }
+            }
+        }
+    }
+
+    /// A shifted state reads what its state reads: every text of up to the
+    /// depth asked leads both to live states alike, accepting alike; and
+    /// states are shifted (where a pattern's completion is long, only as
+    /// far from `max` as it needs).
+    #[test]
+    fn a_shifted_state_reads_as_its_state() {
+        let cases: [(&[&str], &[u8]); 3] = [
+            (
+                &[r#""(?:[ab]+ ){0,9}[ab]+""#, r#""(?:[^"\\]|\\n){0,70}""#],
+                b"a \\n\"",
+            ),
+            // After the colon, twelve letters and the quote must follow.
+            (&[r#""[^"\\]*:[ab]{12}""#, r#""[^"\\]{0,70}""#], b"ab:\""),
+            (&[r#""[a-c ]*b[a-c ]*""#, r#""[^"\\]{9,80}""#], b"ab \""),
+        ];
+        let depth = 4;
+        for (patterns, alphabet) in cases {
+            let p = LazyProduct::build(patterns, &limits()).unwrap();
+            let texts = strings(alphabet, depth);
+            let mut seen = vec![p.start()];
+            let mut k = 0;
+            let mut shifted = 0;
+            while k < seen.len() && seen.len() < 3000 {
+                let state = seen[k];
+                k += 1;
+                let to = p.shifted(state, depth as u32);
+                if to != state {
+                    shifted += 1;
+                    for text in &texts {
+                        let (a, b) = (walk_from(&p, state, text), walk_from(&p, to, text));
+                        assert_eq!(
+                            a.is_some(),
+                            b.is_some(),
+                            "{patterns:?} {state}→{to} {text:?}"
+                        );
+                        if let (Some(a), Some(b)) = (a, b) {
+                            assert_eq!(p.is_accepting(a), p.is_accepting(b), "{text:?}");
+                        }
+                    }
+                }
+                for &b in alphabet {
+                    let t = p.next(state, b);
+                    if t != DEAD && !seen.contains(&t) {
+                        seen.push(t);
+                    }
+                }
+            }
+            assert!(shifted >= 20, "{patterns:?}: {shifted} states shifted");
+        }
+    }
+
+    fn walk_from(a: &LazyProduct, mut state: u32, text: &[u8]) -> Option<u32> {
+        for &b in text {
+            state = a.next(state, b);
+            if state == DEAD {
+                return None;
+            }
+        }
+        Some(state)
     }
 
     #[test]
