@@ -288,6 +288,23 @@ impl Automaton for Part {
     }
 }
 
+/// The product with its counted part's count held at `min` (see
+/// [`LazyProduct::shifted`]): every count from `min` to below `max` reads
+/// alike, and a count below `min` held at `min` reads more, so it reads
+/// more than the product, and every state of the product, held, is one of
+/// its states. Made whole, from the start, apart from the product's own
+/// states (held ones included): a word count's is its pattern's states.
+#[derive(Debug)]
+struct Relaxed {
+    /// The most bytes a state that can accept needs to.
+    reach: u32,
+    /// Its states, by tuple.
+    ids: HashMap<Box<[u32]>, u32>,
+    /// The fewest copies of the counted part's `X` each state must end to
+    /// accept (`u32::MAX`: it cannot).
+    copies: Vec<u32>,
+}
+
 /// The part that makes states, one thread at a time.
 #[derive(Debug)]
 struct Builder {
@@ -318,11 +335,11 @@ pub struct LazyProduct {
     /// The first counted part, if any: its count is what
     /// [`LazyProduct::shifted`] moves.
     counted: Option<usize>,
-    /// The walk depth `shifted` was first asked for, the reach that
-    /// decides how far from `max` a count must be ([`LazyProduct::reach`]),
-    /// and each state's shift once asked.
+    /// The walk depth `shifted` was first asked for, the relaxed product
+    /// (made when a state is first held), and each state's shift once
+    /// asked.
     shift_depth: OnceLock<u32>,
-    reach: OnceLock<Option<u32>>,
+    relaxed: OnceLock<Option<Relaxed>>,
     shifts: Grow<u32>,
     /// The text steps of each part's states, kept: many product states
     /// share a part's state ([`LazyProduct::parts_step`]).
@@ -384,7 +401,7 @@ impl LazyProduct {
             parts,
             counted,
             shift_depth: OnceLock::new(),
-            reach: OnceLock::new(),
+            relaxed: OnceLock::new(),
             shifts: Grow::default(),
             classes,
             reps,
@@ -579,6 +596,12 @@ impl LazyProduct {
 
     /// Makes the row of `state`: its live successors by class.
     fn expand(&self, state: u32) -> Row {
+        // The first row a walk asks for makes the relaxed product (not a
+        // compile: many intersections are never entered): every state
+        // made from here is found live or not by a look-up instead of a
+        // search (near `max`, a search from each of thousands of states a
+        // walk makes).
+        let _ = self.relaxed();
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
         let b = &mut *b;
         // Copies into scratch kept by the builder (a search below uses
@@ -757,26 +780,26 @@ impl LazyProduct {
     }
 
     /// The most bytes any state of the relaxed product needs to reach an
-    /// accepting one, where it can: the relaxed product is this one with
-    /// the counted part's count held at `min` (see
-    /// [`LazyProduct::shifted`]), made from the start as a whole, apart
-    /// from the held states (their ids are not made here). It reads more
-    /// than this one (a count below `min` held at `min` may end), so every
-    /// state a walk of this one meets, held, is one of its states, and a
-    /// state of this one is live where its held tuple can accept: within
-    /// the reach, which a count far enough from `max` has room for.
-    /// `None` (nothing is held) where the bounds leave no count between
-    /// them, past [`REACH_STATES`], or where making it would take a part
-    /// near its limits.
+    /// accepting one, where it can (see [`Relaxed`]); `None` (nothing is
+    /// held) where the relaxed product is not made.
     fn reach(&self) -> Option<u32> {
-        *self.reach.get_or_init(|| self.relaxed_reach())
+        self.relaxed().map(|r| r.reach)
     }
 
-    fn relaxed_reach(&self) -> Option<u32> {
+    fn relaxed(&self) -> Option<&Relaxed> {
+        self.relaxed.get_or_init(|| self.make_relaxed()).as_ref()
+    }
+
+    /// The relaxed product, made from the start as a whole (see
+    /// [`Relaxed`]); `None` where the bounds leave no count between them,
+    /// past [`REACH_STATES`], or where making it would take a part near
+    /// its limits.
+    fn make_relaxed(&self) -> Option<Relaxed> {
         let j = self.counted?;
         let Part::Counted(c) = &self.parts[j] else {
             return None;
         };
+        let n = c.prefix.len() as u32;
         let (min, max) = c.counted.bounds();
         if min >= max {
             return None;
@@ -786,7 +809,9 @@ impl LazyProduct {
         let mut ids: HashMap<Box<[u32]>, u32> = HashMap::new();
         let mut tuples: Vec<Box<[u32]>> = vec![start.clone().into_boxed_slice()];
         ids.insert(start.into_boxed_slice(), 0);
-        let mut edges: Vec<(u32, u32)> = Vec::new();
+        // Each edge, and whether it ends a copy of the counted part's `X`
+        // (a count one past `min` before it is held).
+        let mut edges: Vec<(u32, u32, bool)> = Vec::new();
         let mut next = Vec::new();
         let mut i = 0;
         while i < tuples.len() {
@@ -804,6 +829,10 @@ impl LazyProduct {
                 if !self.step(&tuple, class, &mut next) {
                     continue;
                 }
+                let copy = next[j] > n
+                    && c.counted
+                        .counted_at(next[j] - n)
+                        .is_some_and(|(k, _)| k > min);
                 self.hold(&mut next);
                 let to = match ids.get(next.as_slice()) {
                     Some(&to) => to,
@@ -815,35 +844,94 @@ impl LazyProduct {
                         to
                     }
                 };
-                edges.push((i as u32, to));
+                edges.push((i as u32, to, copy));
             }
             i += 1;
         }
         if self.parts.iter().any(Part::exhausted) {
             return None;
         }
-        // Bytes to an accepting state, backwards from the accepting ones.
-        let mut into: Vec<Vec<u32>> = vec![Vec::new(); tuples.len()];
-        for &(from, to) in &edges {
-            into[to as usize].push(from);
+        // Backwards from the accepting states: bytes, and copies (edges
+        // that end one weigh 1, the others 0).
+        let mut into: Vec<Vec<(u32, bool)>> = vec![Vec::new(); tuples.len()];
+        for &(from, to, copy) in &edges {
+            into[to as usize].push((from, copy));
         }
-        let mut dist = vec![u32::MAX; tuples.len()];
+        let mut bytes = vec![u32::MAX; tuples.len()];
+        let mut copies = vec![u32::MAX; tuples.len()];
         let mut queue = std::collections::VecDeque::new();
         for (k, t) in tuples.iter().enumerate() {
             if self.accepts(t) {
-                dist[k] = 0;
+                bytes[k] = 0;
                 queue.push_back(k as u32);
             }
         }
         while let Some(k) = queue.pop_front() {
-            for &from in &into[k as usize] {
-                if dist[from as usize] == u32::MAX {
-                    dist[from as usize] = dist[k as usize] + 1;
+            for &(from, _) in &into[k as usize] {
+                if bytes[from as usize] == u32::MAX {
+                    bytes[from as usize] = bytes[k as usize] + 1;
                     queue.push_back(from);
                 }
             }
         }
-        dist.into_iter().filter(|&d| d != u32::MAX).max()
+        for (k, &b) in bytes.iter().enumerate() {
+            if b == 0 {
+                copies[k] = 0;
+                queue.push_back(k as u32);
+            }
+        }
+        // Zero-one: an edge of no copy goes to the front, and a state may
+        // be met again with fewer copies.
+        while let Some(k) = queue.pop_front() {
+            let at = copies[k as usize];
+            for &(from, copy) in &into[k as usize] {
+                let via = at + u32::from(copy);
+                if via < copies[from as usize] {
+                    copies[from as usize] = via;
+                    if copy {
+                        queue.push_back(from);
+                    } else {
+                        queue.push_front(from);
+                    }
+                }
+            }
+        }
+        let reach = bytes.into_iter().filter(|&d| d != u32::MAX).max()?;
+        Some(Relaxed { reach, ids, copies })
+    }
+
+    /// Whether a state can accept, read off the relaxed product where it
+    /// is made: a held state where it can, a real one whose counted part
+    /// is at `min` copies or more exactly when the fewest copies its held
+    /// tuple needs fit in what is left to `max` (from there, the product
+    /// reads what the relaxed one reads, but for copies past `max`).
+    /// `None` to search: before the relaxed product is made (a walk far
+    /// from the bounds makes it), and below `min`.
+    fn live_by_copies(&self, tuple: &[u32]) -> Option<bool> {
+        let j = self.counted?;
+        let relaxed = self.relaxed.get()?.as_ref()?;
+        if tuple.len() > self.parts.len() {
+            // Held: a state of the relaxed product itself.
+            let &id = relaxed.ids.get(&tuple[..self.parts.len()])?;
+            return Some(relaxed.copies[id as usize] != u32::MAX);
+        }
+        let Part::Counted(c) = &self.parts[j] else {
+            return None;
+        };
+        let n = c.prefix.len() as u32;
+        if tuple[j] <= n {
+            return None;
+        }
+        let (count, _) = c.counted.counted_at(tuple[j] - n)?;
+        let (min, max) = c.counted.bounds();
+        if count < min {
+            return None;
+        }
+        let mut held = tuple.to_vec();
+        self.hold(&mut held);
+        let &id = relaxed.ids.get(held.as_slice())?;
+        let copies = relaxed.copies[id as usize];
+        Some(copies != u32::MAX && u64::from(count) + u64::from(copies) <= u64::from(max))
     }
 
     /// Whether an accepting state can be reached from `state`: a
@@ -857,6 +945,10 @@ impl LazyProduct {
             Fate::Live => return true,
             Fate::DeadEnd => return false,
             Fate::Unknown => {}
+        }
+        if let Some(live) = self.live_by_copies(&b.tuples[state as usize]) {
+            b.fate[state as usize] = if live { Fate::Live } else { Fate::DeadEnd };
+            return live;
         }
         b.search = b.search.wrapping_add(1);
         if b.search == 0 {
@@ -1108,38 +1200,63 @@ mod tests {
     /// both bounds.
     #[test]
     fn a_counted_length_reads_as_its_regex() {
-        let cases: [(&[&str], &[u8]); 3] = [
+        // Each with the bytes of its texts' bodies, and of their last few
+        // bytes (a body of the first kind goes on to the length's bounds).
+        type Case<'a> = (&'a [&'a str], &'a [u8], &'a [u8]);
+        let cases: [Case; 3] = [
             (
                 &[r#""(?:[ab]+ ){0,40}[ab]+""#, r#""(?:[^"\\]|\\n){0,66}""#],
+                b"aab",
                 b"ab \\n\"",
             ),
-            (&[r#""[^"\\]*:[ab]{5}""#, r#""[^"\\]{3,64}""#], b"ab:\""),
+            (
+                &[r#""[^"\\]*:[ab]{5}""#, r#""[^"\\]{3,64}""#],
+                b"ab:",
+                b"ab:\"",
+            ),
             // A prefix of two bytes, the second of a character of two.
             (
                 &[r"é(?:[a-c]|é){0,70}!", r"é[a-c]*(?:é[a-c]*){0,3}!"],
+                b"abc",
                 "abé!".as_bytes(),
             ),
         ];
         let mut rng = tokensieve_core::testing::SplitMix64(37);
-        for (patterns, alphabet) in cases {
+        for (patterns, body, end) in cases {
             let eager = ByteDfa::intersection(patterns, &limits()).unwrap();
             let lazy = LazyProduct::build(patterns, &limits()).unwrap();
             assert!(lazy.counted.is_some(), "{patterns:?} has a counted part");
+            // With the relaxed product made first, states' fates are read
+            // off it instead of searched.
+            let read_off = LazyProduct::build(patterns, &limits()).unwrap();
+            assert!(read_off.reach().is_some(), "{patterns:?}");
+            let mut dead = 0;
             for _ in 0..3000 {
-                let len = rng.below(80);
-                let mut text: Vec<u8> = (0..len)
-                    .map(|_| alphabet[rng.below(alphabet.len())])
+                let mut text: Vec<u8> = (0..rng.below(80))
+                    .map(|_| body[rng.below(body.len())])
                     .collect();
-                if rng.below(2) == 0 {
-                    text.insert(0, patterns[0].as_bytes()[0]);
+                for _ in 0..rng.below(4) {
+                    text.push(end[rng.below(end.len())]);
                 }
-                let (e, l) = (walk(&eager, &text), walk(&lazy, &text));
-                assert_eq!(e.is_some(), l.is_some(), "{patterns:?} on {text:?}");
-                if let (Some(e), Some(l)) = (e, l) {
-                    assert_eq!(eager.is_accepting(e), lazy.is_accepting(l), "{text:?}");
-                    assert_eq!(eager.at_char_boundary(e), lazy.at_char_boundary(l));
+                if rng.below(8) != 0 {
+                    let first = patterns[0].chars().next().unwrap().to_string();
+                    text.splice(0..0, first.bytes());
+                }
+                let e = walk(&eager, &text);
+                dead += usize::from(e.is_none());
+                for lazy in [&lazy, &read_off] {
+                    let l = walk(lazy, &text);
+                    assert_eq!(e.is_some(), l.is_some(), "{patterns:?} on {text:?}");
+                    if let (Some(e), Some(l)) = (e, l) {
+                        assert_eq!(eager.is_accepting(e), lazy.is_accepting(l), "{text:?}");
+                        assert_eq!(eager.at_char_boundary(e), lazy.at_char_boundary(l));
+                    }
                 }
             }
+            assert!(
+                dead >= 300 && dead <= 2700,
+                "{patterns:?}: {dead} texts refused"
+            );
         }
     }
 
