@@ -1254,7 +1254,7 @@ mod tests {
                 }
             }
             assert!(
-                dead >= 300 && dead <= 2700,
+                (300..=2700).contains(&dead),
                 "{patterns:?}: {dead} texts refused"
             );
         }
