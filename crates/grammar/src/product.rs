@@ -241,6 +241,19 @@ impl Part {
         }
     }
 
+    /// The transitions of `q` as the part keeps them: byte `b` leads to
+    /// `row[classes[b]] + offset` (dead stays dead). `None` (ask each
+    /// byte) before a counted part's prefix is read.
+    fn row(&self, q: u32) -> Option<(&[u32], &[u8; 256], u32)> {
+        match self {
+            Part::Dfa(d) => Some((d.row_of(q), d.classes(), 0)),
+            Part::Counted(c) => {
+                let n = c.prefix.len() as u32;
+                (q > n).then(|| (c.counted.row_of(q - n), c.counted.classes(), n))
+            }
+        }
+    }
+
     /// States this part has made (a counted part: rows read).
     fn num_states(&self) -> usize {
         match self {
@@ -825,10 +838,37 @@ impl LazyProduct {
                 return None;
             }
             let tuple = tuples[i].clone();
-            for class in 0..self.reps.len() {
-                if !self.step(&tuple, class, &mut next) {
+            // Most byte classes go where the class before them went (a
+            // `\S` splits the bytes into dozens of classes): one edge.
+            let mut last: Vec<u32> = Vec::new();
+            // Each part's row, read once for all the classes.
+            let rows: Vec<_> = tuple
+                .iter()
+                .zip(&self.parts)
+                .map(|(&q, p)| p.row(q))
+                .collect();
+            'classes: for class in 0..self.reps.len() {
+                let byte = self.reps[class];
+                next.clear();
+                for ((&q, p), row) in tuple.iter().zip(&self.parts).zip(&rows) {
+                    let t = match row {
+                        Some((row, classes, offset)) => {
+                            match row[classes[byte as usize] as usize] {
+                                DEAD => DEAD,
+                                t => t + offset,
+                            }
+                        }
+                        None => p.next(q, byte),
+                    };
+                    if t == DEAD {
+                        continue 'classes;
+                    }
+                    next.push(t);
+                }
+                if next == last {
                     continue;
                 }
+                last.clone_from(&next);
                 let copy = next[j] > n
                     && c.counted
                         .counted_at(next[j] - n)
@@ -853,10 +893,22 @@ impl LazyProduct {
         }
         // Backwards from the accepting states: bytes, and copies (edges
         // that end one weigh 1, the others 0).
-        let mut into: Vec<Vec<(u32, bool)>> = vec![Vec::new(); tuples.len()];
-        for &(from, to, copy) in &edges {
-            into[to as usize].push((from, copy));
+        // The edges into each state, in one list (by target, counted
+        // first).
+        let mut start_of = vec![0usize; tuples.len() + 1];
+        for &(_, to, _) in &edges {
+            start_of[to as usize + 1] += 1;
         }
+        for k in 0..tuples.len() {
+            start_of[k + 1] += start_of[k];
+        }
+        let mut fill = start_of.clone();
+        let mut into_list = vec![(0u32, false); edges.len()];
+        for &(from, to, copy) in &edges {
+            into_list[fill[to as usize]] = (from, copy);
+            fill[to as usize] += 1;
+        }
+        let into = |k: u32| &into_list[start_of[k as usize]..start_of[k as usize + 1]];
         let mut bytes = vec![u32::MAX; tuples.len()];
         let mut copies = vec![u32::MAX; tuples.len()];
         let mut queue = std::collections::VecDeque::new();
@@ -867,7 +919,7 @@ impl LazyProduct {
             }
         }
         while let Some(k) = queue.pop_front() {
-            for &(from, _) in &into[k as usize] {
+            for &(from, _) in into(k) {
                 if bytes[from as usize] == u32::MAX {
                     bytes[from as usize] = bytes[k as usize] + 1;
                     queue.push_back(from);
@@ -884,7 +936,7 @@ impl LazyProduct {
         // be met again with fewer copies.
         while let Some(k) = queue.pop_front() {
             let at = copies[k as usize];
-            for &(from, copy) in &into[k as usize] {
+            for &(from, copy) in into(k) {
                 let via = at + u32::from(copy);
                 if via < copies[from as usize] {
                     copies[from as usize] = via;
