@@ -892,9 +892,8 @@ impl LazyProduct {
             return None;
         }
         // Backwards from the accepting states: bytes, and copies (edges
-        // that end one weigh 1, the others 0).
-        // The edges into each state, in one list (by target, counted
-        // first).
+        // that end one weigh 1, the others 0). The edges into each state
+        // lie together in one list: counted per target, then placed.
         let mut start_of = vec![0usize; tuples.len() + 1];
         for &(_, to, _) in &edges {
             start_of[to as usize + 1] += 1;
