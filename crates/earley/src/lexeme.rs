@@ -379,6 +379,26 @@ const SMALL_ZONE_STATES: usize = 16;
 /// characters of a string of fixed length: milliseconds per token).
 const EXACT_BUDGETS: u32 = 16;
 
+/// The budget of the skeleton of a chain whose run is `run` characters, on
+/// a trie `full` bytes deep (see [`Lexeme::chain_skeleton`]).
+fn chain_budget(run: u32, full: u32) -> u32 {
+    if run >= full {
+        full
+    } else if run >= EXACT_BUDGETS {
+        1 << run.ilog2()
+    } else {
+        run
+    }
+}
+
+/// Every budget below `full` that [`chain_budget`] gives (19 on Llama 3's
+/// trie: 1 to 15, 16, 32 and 64), in order.
+fn chain_budgets(full: u32) -> Vec<u32> {
+    let mut budgets: Vec<u32> = (1..full).map(|run| chain_budget(run, full)).collect();
+    budgets.dedup();
+    budgets
+}
+
 /// What a loop's walk finds below the escapes of its skeleton that are not
 /// the root's children (see [`Lexeme::scan_escapes`]): each such escape's
 /// parent is in the loop, so what its subtree keeps is the same for every
@@ -739,9 +759,9 @@ const JSON_STRING_BODY: StepKey = ([0xFFFF_FFFB_0000_0000, 0xFFFF_FFFF_EFFF_FFFF
 /// The skeletons of a JSON string's body on one vocabulary: what every
 /// string value and key of a JSON grammar walks through. They depend on the
 /// vocabulary alone, so a backend keeps them, with the token trie: the
-/// free body's (a walk of the whole trie, about 0.7 ms on Llama 3's) made
-/// with it, those of bounded strings' budgets on first use, and every
-/// grammar's [`Skeletons`] asks them first.
+/// free body's (a walk of the whole trie, about 0.5 ms on Llama 3's) and
+/// those of bounded strings' budgets made with it, and every grammar's
+/// [`Skeletons`] asks them first.
 #[derive(Debug, Clone)]
 pub(crate) struct VocabSkeleton(Arc<VocabWalks>);
 
@@ -780,7 +800,16 @@ impl VocabSkeleton {
             leads,
             to: 0,
         };
-        walks.table.get(trie, &step, trie.max_depth as u32);
+        // And every budget's: a bounded string near its end asks one,
+        // each a walk of the whole trie (1-4 ms on Llama 3's, the most for
+        // the least budgets, whose frontier holds most tokens), which made
+        // the first mask of each of them in a process a slow one. About 37
+        // ms for all of them, once per vocabulary, with the trie.
+        let full = trie.max_depth as u32;
+        walks.table.get(trie, &step, full);
+        for budget in chain_budgets(full) {
+            walks.table.get(trie, &step, budget);
+        }
         VocabSkeleton(Arc::new(walks))
     }
 
@@ -1613,14 +1642,10 @@ impl Lexeme {
         let dfa = self.dfa();
         let step = *self.runs.step(dfa, state)?;
         let (run, full) = (self.runs.run(dfa, state), self.trie.max_depth as u32);
-        let budget = if run >= full {
-            full
-        } else if run >= EXACT_BUDGETS {
-            1 << run.ilog2()
-        } else {
-            run
-        };
-        Some(self.skeletons.get(&self.trie, &step, budget))
+        Some(
+            self.skeletons
+                .get(&self.trie, &step, chain_budget(run, full)),
+        )
     }
 
     /// The walk from `state` through a chain's skeleton: every token the
@@ -2686,6 +2711,54 @@ mod tests {
             "the body's step is the vocabulary's"
         );
         assert_eq!(seeded.own.len(), 0, "no skeleton made beside it");
+    }
+
+    /// The vocabulary's skeletons hold every budget a chain may ask of a
+    /// JSON string's body: a bounded string walks to its end without
+    /// making one (a mask would pay for it), and each walk is the full walk.
+    #[test]
+    fn bounded_json_strings_walk_through_the_vocabularys_budgets() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let full = trie.max_depth as u32;
+        for run in 1..full + 8 {
+            let budget = chain_budget(run, full);
+            assert!(
+                budget == full || chain_budgets(full).contains(&budget),
+                "{run}"
+            );
+        }
+        let known = VocabSkeleton::json_string_body(&trie);
+        let made = chain_budgets(full).len() + 1;
+        assert_eq!(known.0.table.len(), made);
+        let seeded = Arc::new(Skeletons::starting_with(&known));
+        let body = tokensieve_grammar::json_schema::STRING_CHAR;
+        let mut chains = 0;
+        for regex in [
+            format!(r#""{body}{{0,40}}""#),
+            format!(r#""{body}{{7}}" *,"#),
+        ] {
+            let dfa = ByteDfa::build(&regex, &limits(false)).unwrap();
+            let l = Lexeme::new(
+                Making::Now(LexDfa::Eager(dfa)),
+                trie.clone(),
+                vocab.mask_words(),
+                seeded.clone(),
+            );
+            for state in 1..l.dfa().num_states() as u32 {
+                chains += usize::from(l.chain_skeleton(state).is_some());
+                assert_index_is_the_full_walk(&l, state, l.state(state), &regex);
+            }
+        }
+        assert!(chains >= 20, "{chains} chains walked");
+        // (Other steps, a `\u` escape's hex digits, a run of spaces, are
+        // the grammar's own.)
+        let own = seeded.own.0.lock().unwrap();
+        assert!(
+            own.iter().all(|(k, _)| k.0 != JSON_STRING_BODY),
+            "no body skeleton made beside the vocabulary's"
+        );
+        assert_eq!(known.0.table.len(), made, "no budget made at a mask");
     }
 
     /// Whitespace between JSON tokens is walked by counting its bytes (the
