@@ -1392,7 +1392,7 @@ impl Lexeme {
 
     /// Whether `state` takes at least [`WIDE`] bytes: its walks scan the
     /// trie in preorder rather than child list by child list.
-    fn is_wide(&self, state: u32) -> bool {
+    pub(crate) fn is_wide(&self, state: u32) -> bool {
         self.first_bytes(state)
             .iter()
             .map(|w| w.count_ones())

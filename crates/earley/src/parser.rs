@@ -529,6 +529,15 @@ const MANY_ITEMS: usize = 256;
 /// files, 64 2% fewer instructions on one with keys of many members.
 const LEXEME_WALKS: usize = 64;
 
+/// Up to this many items, all of them narrow (none a string body's), are
+/// walked lexeme by lexeme too. Below a comma or a newline after a value
+/// of an object of a hundred optional members, every later member's key
+/// is an item, each in its whitespace: a narrow walk each (the run of
+/// whitespace taken without a state per byte), where the parser's walk
+/// scanned a hundred items at each of the hundreds of whitespace nodes
+/// (1.7-4 ms a mask in Github_ultra o39532).
+const NARROW_WALKS: usize = MANY_ITEMS;
+
 /// Most child summaries one summary keeps (then they are recomputed).
 const CHILDREN: usize = 256;
 
@@ -1319,7 +1328,7 @@ impl Walker {
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
             }
-            if n.next as usize > j + 1 && self.levels[d].own.len() <= LEXEME_WALKS {
+            if n.next as usize > j + 1 && self.walks_lexemes(cfg, d) {
                 let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
                 self.walk_lexemes_below(cfg, trie, j, base_depth, row, budget, reborrowed)?;
                 j = n.next as usize;
@@ -1330,6 +1339,18 @@ impl Walker {
         scanned.clear();
         self.spare.push(scanned);
         Ok(())
+    }
+
+    /// Whether the subtree below a node at level `d` is walked lexeme by
+    /// lexeme ([`LEXEME_WALKS`], [`NARROW_WALKS`]).
+    fn walks_lexemes(&self, cfg: &Cfg, d: usize) -> bool {
+        let own = &self.levels[d].own;
+        own.len() <= LEXEME_WALKS
+            || own.len() <= NARROW_WALKS
+                && own.iter().all(|i| match cfg.syms[i.pos as usize] {
+                    Sym::Lex(l) => !cfg.lexemes[l as usize].is_wide(i.lex),
+                    _ => true,
+                })
     }
 
     /// [`Walker::walk_nodes`] below `node`, whose level's items (its own

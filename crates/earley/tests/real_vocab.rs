@@ -350,3 +350,44 @@ fn nested_brackets_on_real_tokenizers() {
         ],
     );
 }
+
+/// A real product record (MaskBench Github_ultra o39532: an object of 153
+/// optional members beside any other key, integers under a 13-digit
+/// maximum) through its valid instances on Llama 3: after a value, every
+/// later member's key is an item, about a hundred of them at each node of
+/// a run of whitespace or a comma, walked lexeme by lexeme; every mask
+/// must agree with `accept_token`. Skipped, with a message, when the
+/// MaskBench folder is absent.
+#[test]
+fn keys_of_a_large_real_object_on_llama3() {
+    let Some(loaded) = tokenizers() else {
+        return;
+    };
+    let Some(l) = loaded.iter().find(|l| l.name == "llama3") else {
+        eprintln!("skipped: no llama3 tokenizer");
+        return;
+    };
+    let path = format!(
+        "{}/../../../shared/data/maskbench-dev/Github_ultra---o39532.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipped: {path} not found");
+        return;
+    };
+    let file: serde_json::Value = serde_json::from_str(&text).expect("a MaskBench file");
+    let constraint = Constraint::new(ConstraintSpec::JsonSchema(file["schema"].to_string()));
+    let grammar = l.backend.compile(&constraint).expect("o39532 compiles");
+    let mut r = SplitMix64(0x0039_5320);
+    let mut walked = 0;
+    for test in file["tests"].as_array().expect("tests") {
+        if test["valid"] != true {
+            continue;
+        }
+        let instance = serde_json::to_string(&test["data"]).expect("an instance");
+        let (verdict, _) = walk(l, "o39532", &*grammar, &instance, &mut r);
+        assert_eq!(verdict, Walk::Accepted, "o39532: {instance}");
+        walked += 1;
+    }
+    assert!(walked > 0, "o39532 has valid instances");
+}
