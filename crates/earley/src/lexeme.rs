@@ -258,7 +258,15 @@ impl TokenSet {
     /// sorted ids when few. One pass, which stops where the ids become too
     /// many to keep, and skips empty stretches of the row a block of words
     /// at a time (a row of few tokens is mostly zeros).
-    pub(crate) fn from_row(row: Vec<u32>) -> TokenSet {
+    pub(crate) fn from_row(mut row: Vec<u32>) -> TokenSet {
+        TokenSet::from_scratch(&mut row)
+    }
+
+    /// [`TokenSet::from_row`] of a row to be used again: the set takes
+    /// the row (leaving it empty) when it is kept as the row, and leaves
+    /// it all zeros otherwise (the words of its ids cleared, for a caller
+    /// that keeps one row from set to set).
+    pub(crate) fn from_scratch(row: &mut Vec<u32>) -> TokenSet {
         const BLOCK: usize = 16;
         let mut ids = Vec::new();
         for (b, block) in row.chunks(BLOCK).enumerate() {
@@ -273,8 +281,11 @@ impl TokenSet {
                 }
             }
             if TokenSet::dense_for(ids.len(), row.len()) {
-                return TokenSet::Dense(row);
+                return TokenSet::Dense(std::mem::take(row));
             }
+        }
+        for &id in &ids {
+            row[id as usize / 32] = 0;
         }
         TokenSet::Sparse(ids)
     }
@@ -2293,6 +2304,32 @@ mod tests {
             .collect();
         assert_eq!(got, inside, "{what}, state {state}");
         assert_eq!(index.exits, exits, "{what}, state {state}");
+    }
+
+    /// A row kept from set to set: a sparse set leaves it all zeros (a
+    /// stale bit would be a token the next set allows wrongly), a dense
+    /// one takes it.
+    #[test]
+    fn a_kept_row_is_left_empty_by_the_set_made_of_it() {
+        let words = 4096;
+        let mut row = vec![0u32; words];
+        for id in [0u32, 31, 32, 4000, 77_777, 131_071] {
+            row[id as usize / 32] |= 1 << (id % 32);
+        }
+        match TokenSet::from_scratch(&mut row) {
+            TokenSet::Sparse(ids) => assert_eq!(ids, [0, 31, 32, 4000, 77_777, 131_071]),
+            TokenSet::Dense(_) => panic!("six tokens are kept as ids"),
+        }
+        assert_eq!(row.len(), words, "a sparse set leaves the row");
+        assert!(row.iter().all(|&w| w == 0), "and leaves it all zeros");
+        let mut row = vec![u32::MAX; words];
+        match TokenSet::from_scratch(&mut row) {
+            TokenSet::Dense(bits) => {
+                assert!(bits.len() == words && bits.iter().all(|&w| w == u32::MAX))
+            }
+            TokenSet::Sparse(_) => panic!("every token is kept as the row"),
+        }
+        assert!(row.is_empty(), "a dense set takes the row");
     }
 
     #[test]

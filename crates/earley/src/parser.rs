@@ -750,6 +750,10 @@ pub(crate) struct Walker {
     kept: Runs,
     exits: Vec<(u32, u32)>,
     below: BelowRoom,
+    /// A summary's row of tokens, all zeros between summaries (or empty):
+    /// a fresh one was a 16 KB zeroed allocation per summary (Llama 3),
+    /// most of whose sets end as a few ids.
+    row: Vec<u32>,
 }
 
 /// The tokens of `items` as the sorted ids [`TokenSet::from_row`] would
@@ -888,6 +892,26 @@ impl Seen {
 
 impl Walker {
     /// Level 0 of the next walk, cleared.
+    /// A row of `words` zeros for a summary's tokens: the kept one.
+    fn zeroed_row(&mut self, words: usize) -> Vec<u32> {
+        let row = std::mem::take(&mut self.row);
+        if row.len() == words {
+            row
+        } else {
+            vec![0u32; words]
+        }
+    }
+
+    /// The set of a summary's row, the row kept for the next summary when
+    /// the set does not take it ([`TokenSet::from_scratch`]).
+    fn row_set(&mut self, mut row: Vec<u32>) -> TokenSet {
+        let set = TokenSet::from_scratch(&mut row);
+        if !row.is_empty() {
+            self.row = row;
+        }
+        set
+    }
+
     fn base(&mut self) -> &mut Vec<Item> {
         if self.levels.is_empty() {
             self.levels.push(Level::default());
@@ -983,7 +1007,7 @@ impl Walker {
             }
         }
         if lexeme_items > MANY_ITEMS || span > trie.num_nodes() / 2 {
-            let mut allowed = vec![0u32; words];
+            let mut allowed = self.zeroed_row(words);
             self.base().extend(cur.items.iter().cloned());
             let first = first_bytes_of(cfg, &cur.items);
             self.walk_kids(
@@ -996,12 +1020,12 @@ impl Walker {
                 budget,
                 Some((&mut frontier, &mut pending)),
             )?;
-            return Ok(Summary::new(TokenSet::from_row(allowed), pending));
+            return Ok(Summary::new(self.row_set(allowed), pending));
         }
         if let Some(ids) = few_ids(cfg, &cur.items, words) {
             return Ok(Summary::new(TokenSet::Sparse(ids), pending));
         }
-        let mut allowed = vec![0u32; words];
+        let mut allowed = self.zeroed_row(words);
         for item in &cur.items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 continue;
@@ -1038,7 +1062,7 @@ impl Walker {
                 )?;
             }
         }
-        Ok(Summary::new(TokenSet::from_row(allowed), pending))
+        Ok(Summary::new(self.row_set(allowed), pending))
     }
 
     /// The summary of the pending subtrees of `groups`: per trie node, the
@@ -1062,7 +1086,7 @@ impl Walker {
             .flat_map(|(g, group)| group.nodes.iter().map(move |&(n, d)| (n, d, g)))
             .collect();
         at.sort_unstable();
-        let mut found = vec![0u32; words];
+        let mut found = self.zeroed_row(words);
         let mut pending = Vec::new();
         let mut frontier = Frontier {
             cur: None,
@@ -1108,7 +1132,7 @@ impl Walker {
                 Some((&mut frontier, &mut pending)),
             )?;
         }
-        Ok(Summary::new(TokenSet::from_row(found), pending))
+        Ok(Summary::new(self.row_set(found), pending))
     }
 
     /// The mask of a set from its shape's summary: the allowed tokens, then
