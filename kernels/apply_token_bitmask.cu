@@ -20,11 +20,16 @@
 // clear: one predicated 2- or 4-byte store per lane, so each store
 // instruction of the warp covers 64 or 128 contiguous bytes, and logits are
 // never read. A warp waits only for its bitmask word; the memory system
-// merges the partial lines. Any element-aligned row start works.
+// merges the partial lines. Stores are streaming (`__stcs`, evict first):
+// the kernel never reads them back. Any element-aligned row start works.
 //
 // Measured on an H200 (README "Devices"): this layout ran 1.6x (f32) and 3x
 // (bf16) faster than lanes owning 16-byte vectors with the same per-logit
 // stores, and 2.4x (f32) faster than reading mixed vectors to write them whole.
+// Streaming stores ran 1-6% (mostly 2-3%) faster than plain ones for bf16 at
+// batch >= 128 (f32 within 2%); lanes owning bf16 pairs (4-byte stores, mixed
+// pairs or whole sectors read by the kernel) ran 0.82-0.91x
+// (benches/cuda_kernel_variants.py).
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -58,7 +63,7 @@ __device__ __forceinline__ void apply_rows(
             for (u32 k = 0; k < 32u; ++k) {
                 const u32 src = __shfl_sync(FULL_WARP, word, k);
                 const u32 col = tile * TILE_LOGITS + k * 32u + lane;
-                if (col < vocab && !((src >> lane) & 1u)) row_ptr[col] = neg;
+                if (col < vocab && !((src >> lane) & 1u)) __stcs(row_ptr + col, neg);
             }
         }
     }

@@ -19,14 +19,20 @@
 #   6. `tokensieve generate --device cuda` with the real model, when
 #      GPU_CHECK_MODEL names its .gguf there (the 98 MB model is over what one
 #      device call carries: session 35 split it over two calls to one warm
-#      machine and joined the parts there).
+#      machine and joined the parts there);
+#   7. benches/cuda_kernel_variants.py (CuPy): the committed kernel's own rate
+#      at batch >= 128 in CUDA graphs, without the host's launch cost
+#      (GPU_CHECK_VARIANTS=all times every variant tried, ~1 minute).
 # The Vulkan loader travels as .deb files in .gl/ (libvulkan1 and libglvnd's
 # libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2: NVIDIA's ICD needs
 # libGLdispatch), XGrammar's wheel (optional) in .whl/; the driver's Vulkan
 # ICD and NVRTC come from the GPU machine. With the device tool (2026-11):
 # run `scripts/gpu-check.sh run` carrying [".gl", ".whl", ".gpu"]; steps 1-5
-# took 90 s on an H200 (2026-11-26). Step 6's CLI is staged with the rest (15 MB
-# stripped); its model travels apart, in parts (over one call's 64 MiB).
+# took 90 s on an H200 (2026-11-26), steps 1-5 and 7 with every variant about
+# 3 minutes (2026-11-28). The tool brings back at most 8 files from $OUT: point
+# OUT elsewhere and pack that folder into one archive under the real $OUT.
+# Step 6's CLI is staged with the rest (15 MB stripped); its model travels
+# apart, in parts (over one call's 64 MiB).
 set -uo pipefail
 cmd=${1:-}
 dir=${2:-.gpu}
@@ -78,7 +84,7 @@ run() {
         nvcc --version 2>/dev/null | tail -2
     } 2>&1 | tee "$out/gpu.txt"
 
-    want() { [[ " ${GPU_CHECK_STEPS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
+    want() { [[ " ${GPU_CHECK_STEPS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
     if want 1; then
         echo "== 1. device conformance"
         VK_LOADER_DEBUG=error timeout 180 "$dir/device_conformance" --test-threads=1 --nocapture 2>&1 |
@@ -134,6 +140,15 @@ run() {
             done
         else
             echo "skipped: set GPU_CHECK_MODEL to the model's .gguf on this machine"
+        fi
+    fi
+    if want 7; then
+        echo "== 7. the kernel's own rate (CUDA graphs; benches/cuda_kernel_variants.py)"
+        if [ "${GPU_CHECK_VARIANTS:-}" = all ]; then
+            PYTHONUNBUFFERED=1 OUT=$out timeout 240 python3 benches/cuda_kernel_variants.py 2>&1 | tee "$out/variants.log"
+        else
+            PYTHONUNBUFFERED=1 OUT=$out VAR_ONLY=committed VAR_BATCHES=128,512,4096 timeout 120 \
+                python3 benches/cuda_kernel_variants.py 2>&1 | tee "$out/variants.log"
         fi
     fi
 }
