@@ -23,7 +23,7 @@
 //! `iter_custom`; WebGPU encodes `iters` applies into command buffers,
 //! submits and waits. When one logits set is small, several sets (up to 64,
 //! about 256 MiB together) are rotated so that repeated launches do not just
-//! measure the GPU's L2 cache.
+//! measure the GPU's L2 cache; `APPLY_SETS=N` fixes the number of sets.
 //!
 //! ```text
 //! cargo bench --bench apply                          # cpu only
@@ -78,9 +78,15 @@ fn effective_bytes(dtype: DType, batch: usize, vocab: usize) -> u64 {
 }
 
 /// How many input sets to rotate through so that the working set is not
-/// cache-resident.
+/// cache-resident; `APPLY_SETS=N` in the environment fixes it (1 to 64).
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 fn sets_for(bytes: u64) -> usize {
+    if let Some(n) = std::env::var("APPLY_SETS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        return n.clamp(1, MAX_SETS);
+    }
     (ROTATE_TARGET_BYTES as u64)
         .div_ceil(bytes.max(1))
         .clamp(1, MAX_SETS as u64) as usize
