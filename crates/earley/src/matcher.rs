@@ -55,6 +55,11 @@ enum Memo {
     Summary(Arc<Summary>),
     /// A copy of the row.
     Row(Vec<u32>),
+    /// The row was computed once and not kept: most sets are filled once
+    /// and then stepped from, and a copy of every row (16 KB on Llama 3)
+    /// was a mask's single largest cost after its walks. A second fill of
+    /// the same set computes the row again and keeps a copy.
+    Once,
 }
 
 impl std::fmt::Debug for EarleyMatcher {
@@ -88,6 +93,23 @@ impl EarleyMatcher {
             stats,
             seen_exhaustions: usize::MAX,
         }
+    }
+
+    /// What the memo keeps of the current set's mask, if it is of it.
+    fn memo_of_cur(&self) -> Option<&Memo> {
+        let (set, memo) = self.memo.as_ref()?;
+        (Arc::ptr_eq(set, &self.cur) || set.items == self.cur.items).then_some(memo)
+    }
+
+    /// Writes the current set's mask into `row` from the memo, if it keeps
+    /// one that fits (a summary, or a copy of a row of this length).
+    fn replay(&self, row: &mut [u32]) -> bool {
+        match self.memo_of_cur() {
+            Some(Memo::Summary(summary)) => summary.write_into(row),
+            Some(Memo::Row(mask)) if mask.len() == row.len() => row.copy_from_slice(mask),
+            _ => return false,
+        }
+        true
     }
 
     /// Earley items in the current set (for diagnostics and tests).
@@ -258,15 +280,8 @@ impl GrammarObject for EarleyMatcher {
         let g = self.grammar.clone();
         if self.terminated || self.poisoned.is_some() {
             row.fill(0);
-        } else if let Some((set, memo)) = &self.memo
-            && (Arc::ptr_eq(set, &self.cur) || set.items == self.cur.items)
-            && !matches!(memo, Memo::Row(mask) if mask.len() != row.len())
-        {
-            match memo {
-                Memo::Summary(summary) => summary.write_into(row),
-                Memo::Row(mask) => row.copy_from_slice(mask),
-            }
-        } else {
+        } else if !self.replay(row) {
+            let again = matches!(self.memo_of_cur(), Some(Memo::Once));
             let mut budget = self.budget();
             match self.compute_mask(row, &mut budget) {
                 // The tokens proven so far stay allowed (never a wider
@@ -279,6 +294,7 @@ impl GrammarObject for EarleyMatcher {
                     if self.exhausted().is_ok() {
                         let memo = match summary {
                             Some(summary) => Memo::Summary(summary),
+                            None if !again => Memo::Once,
                             None => {
                                 // The last row's allocation is reused: a
                                 // fresh 16 KB one per mask made glibc

@@ -217,6 +217,31 @@ fn json_walk() -> (Arc<dyn CompiledGrammar>, Vec<u32>) {
     (compile(&fixture("json.gbnf")), ids)
 }
 
+/// A mask filled again in the same state is the same mask, whether the
+/// matcher kept it (a summary, a copy of the row) or computes it again: a
+/// row is copied only at its second fill, so the first, second and third
+/// fills take three different paths. Each fill gets a buffer of garbage.
+#[test]
+fn filling_again_gives_the_same_mask() {
+    let words = tiny().mask_words();
+    let (g, ids) = json_walk();
+    let mut m = g.matcher();
+    let fill = |m: &mut dyn GrammarObject, garbage: u32| {
+        let mut row = vec![garbage; words];
+        m.fill_bitmask(&mut row);
+        row
+    };
+    for (i, &t) in ids.iter().enumerate() {
+        let first = fill(&mut *m, 0);
+        assert!(first.iter().any(|&w| w != 0), "step {i}: an empty mask");
+        for (k, garbage) in [u32::MAX, 0xA5A5_A5A5, 0].into_iter().enumerate() {
+            assert_eq!(fill(&mut *m, garbage), first, "step {i}, fill {}", k + 2);
+        }
+        m.accept_token(t).unwrap();
+    }
+    assert_eq!(fill(&mut *m, u32::MAX), fill(&mut *m, 0));
+}
+
 #[test]
 fn rollback_round_trips_state_and_masks() {
     let vocab = tiny();
