@@ -56,9 +56,9 @@ enum Memo {
     /// A copy of the row.
     Row(Vec<u32>),
     /// The row was computed once and not kept: most sets are filled once
-    /// and then stepped from, and a copy of every row (16 KB on Llama 3)
-    /// was a mask's single largest cost after its walks. A second fill of
-    /// the same set computes the row again and keeps a copy.
+    /// and then stepped from, so a copy of every such row (16 KB on Llama
+    /// 3) went mostly unused. A second fill of the same set computes the
+    /// row again and keeps a copy.
     Once,
 }
 
