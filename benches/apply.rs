@@ -81,11 +81,14 @@ fn effective_bytes(dtype: DType, batch: usize, vocab: usize) -> u64 {
 /// cache-resident; `APPLY_SETS=N` in the environment fixes it (1 to 64).
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 fn sets_for(bytes: u64) -> usize {
-    if let Some(n) = std::env::var("APPLY_SETS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        return n.clamp(1, MAX_SETS);
+    if let Ok(v) = std::env::var("APPLY_SETS") {
+        match v.parse::<usize>() {
+            Ok(n) if (1..=MAX_SETS).contains(&n) => return n,
+            _ => {
+                eprintln!("APPLY_SETS={v:?}: expected a number of input sets from 1 to {MAX_SETS}");
+                std::process::exit(2);
+            }
+        }
     }
     (ROTATE_TARGET_BYTES as u64)
         .div_ceil(bytes.max(1))
