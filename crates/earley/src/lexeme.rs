@@ -352,6 +352,13 @@ pub(crate) struct StateIndex {
 /// of the trie, not child list by child list (see [`Lexeme::build_state`]).
 const WIDE: u32 = 64;
 
+/// A node with more children than this is walked from a state of few
+/// bytes by looking up the children of the state's bytes, where the
+/// bytes are at most this share (1/8) of the children
+/// ([`Lexeme::walk_below`]). Below [`WIDE`]: room for every byte.
+const FEW: usize = WIDE as usize;
+const FEW_SHARE: usize = 8;
+
 /// The most states a free zone gathers ([`Lexeme::free_zone`]). A search
 /// for a long alternation (`srn:reference-data/...:RESTRICTED|CLASSIFIED|
 /// ...`, unanchored) has hundreds of partial matches, each a state of the
@@ -504,6 +511,21 @@ impl Walk {
         }
         for &t in tokens {
             self.inside[t as usize / 32] |= 1 << (t % 32);
+        }
+    }
+
+    /// The index of the tokens and exits found (exits in trie order).
+    fn into_index(mut self, trie: &TokenTrie) -> StateIndex {
+        let mut exits = std::mem::take(&mut self.exits);
+        exits.sort_unstable();
+        let exit_span = exits
+            .iter()
+            .map(|&(n, _)| (trie.nodes[n as usize].next - n) as usize)
+            .sum();
+        StateIndex {
+            inside: self.into_set(),
+            exits,
+            exit_span,
         }
     }
 
@@ -1048,9 +1070,17 @@ impl Lexeme {
     }
 
     /// The vocabulary's walk of a string's body ([`BodyWalk`]) if `state`
-    /// goes on as that body does: every byte string leads from both to
-    /// live states alike, accepting alike (the automata are compared state
-    /// by state from there, as far as [`BODY_STATES`]).
+    /// goes on as that body does up to its closing quote: every byte
+    /// string leads from both to live states alike, accepting alike (the
+    /// automata are compared state by state from there, as far as
+    /// [`BODY_STATES`]), and every closing quote to one state of the
+    /// lexeme. Where that state ends the lexeme as the body's does (no
+    /// byte goes on), the walk is the body's, shared; where the lexeme
+    /// goes on after the quote (a string value in a lexeme that runs on
+    /// to the next key, its separators and spaces), it is the body's with
+    /// what the vocabulary's tokens do past each closing quote walked
+    /// from that state: the body's exits, a few hundred trie nodes, where
+    /// walking the body again read its 1,500 escapes.
     fn body_walk(&self, state: u32) -> Option<Arc<StateIndex>> {
         let vocab = self.skeletons.vocab.as_ref()?;
         if !self.is_wide(state) || self.loop_skeleton(state).is_none() {
@@ -1060,12 +1090,14 @@ impl Lexeme {
         let dfa = self.dfa();
         let classes = dfa.classes();
         // Each state of the lexeme met, with the body's state it goes on
-        // as (the body's automaton is minimal: one each).
+        // as (the body's automaton is minimal: one each), up to the
+        // closing quote (the body's one accepting state, where it ends).
         let mut pairs = vec![(state, body.dfa.start())];
+        let mut after_quote = None;
         let mut k = 0;
         while let Some(&(x, y)) = pairs.get(k) {
             k += 1;
-            if dfa.is_accepting(x) != body.dfa.is_accepting(y) {
+            if dfa.is_accepting(x) || body.dfa.is_accepting(y) {
                 return None;
             }
             let row = dfa.row(x);
@@ -1080,6 +1112,10 @@ impl Lexeme {
                 match next {
                     (DEAD, DEAD) => {}
                     (DEAD, _) | (_, DEAD) => return None,
+                    (x, y) if body.dfa.is_accepting(y) => match after_quote {
+                        Some(a) if a != x => return None,
+                        _ => after_quote = Some(x),
+                    },
                     (x, y) => match pairs.iter().find(|p| p.0 == x) {
                         Some(p) if p.1 != y => return None,
                         Some(_) => {}
@@ -1089,7 +1125,45 @@ impl Lexeme {
                 }
             }
         }
-        Some(body.index.clone())
+        let after = after_quote?;
+        // A state met as the body's and as the one after the quote is
+        // left to the lexeme's own walk.
+        if pairs.iter().any(|p| p.0 == after) {
+            return None;
+        }
+        if dfa.is_accepting(after) && dfa.row(after).iter().all(|&t| t == DEAD) {
+            return Some(body.index.clone());
+        }
+        Some(Arc::new(self.past_the_quote(&body.index, after)))
+    }
+
+    /// The index of a state that goes on as the body indexed `body` does
+    /// up to the closing quote, and from `after` past it: the body's
+    /// tokens (each ends inside the body or at the quote, where `after`
+    /// is live), and below each of the body's exits what a walk from
+    /// `after` keeps and where it may end. An exit is one where `after`
+    /// accepts, as it is the body's.
+    fn past_the_quote(&self, body: &StateIndex, after: u32) -> StateIndex {
+        let trie = &*self.trie;
+        let mut walk = Walk::new(self.words);
+        match &body.inside {
+            TokenSet::Sparse(ids) => walk.add(ids),
+            // A row taken whole: what is added is or-ed into it.
+            TokenSet::Dense(row) => walk.inside = row.clone(),
+        }
+        let ends_here = self.dfa().is_accepting(after);
+        let mut kept = Runs::default();
+        let room = &mut BelowRoom::default();
+        for &(node, depth) in &body.exits {
+            if ends_here {
+                walk.exits.push((node, depth));
+            }
+            self.walk_below(node, after, depth, (&mut kept, &mut walk.exits), room);
+        }
+        for &(a, b) in &kept.runs {
+            walk.add(&trie.tokens[a as usize..b as usize]);
+        }
+        walk.into_index(trie)
     }
 
     /// The bytes `state` can take, as a 256-bit set.
@@ -1183,17 +1257,7 @@ impl Lexeme {
                 walk.add(&trie.tokens[a as usize..b as usize]);
             }
         }
-        let mut exits = std::mem::take(&mut walk.exits);
-        exits.sort_unstable();
-        let exit_span = exits
-            .iter()
-            .map(|&(n, _)| (trie.nodes[n as usize].next - n) as usize)
-            .sum();
-        StateIndex {
-            inside: walk.into_set(),
-            exits,
-            exit_span,
-        }
+        walk.into_index(trie)
     }
 
     /// The free zone of `state`: the characters (ASCII bytes and the lead
@@ -1454,7 +1518,30 @@ impl Lexeme {
             // (a run's bytes make no state, nor does asking for none).
             let mut row: Option<Option<&[u32]>> = None;
             let classes = dfa.classes();
-            let (bytes, kids) = trie.kids(node as usize);
+            let (mut bytes, mut kids) = trie.kids(node as usize);
+            // A state of few bytes at a node of many children (a key's at
+            // the root, which has a child for nearly every byte) looks up
+            // the children of its bytes instead of reading every child.
+            let (mut few_bytes, mut few_kids) = ([0u8; FEW], [0u32; FEW]);
+            if chain.is_none() && bytes.len() > FEW {
+                let live = self.first_bytes(from);
+                let count: u32 = live.iter().map(|w| w.count_ones()).sum();
+                if (count as usize) * FEW_SHARE <= bytes.len() {
+                    let mut n = 0;
+                    for (w, &word) in live.iter().enumerate() {
+                        let mut bits = word;
+                        while bits != 0 {
+                            let b = (w * 64) as u8 + bits.trailing_zeros() as u8;
+                            bits &= bits - 1;
+                            if let Ok(i) = bytes.binary_search(&b) {
+                                (few_bytes[n], few_kids[n]) = (b, kids[i]);
+                                n += 1;
+                            }
+                        }
+                    }
+                    (bytes, kids) = (&few_bytes[..n], &few_kids[..n]);
+                }
+            }
             for (&b, &kid) in bytes.iter().zip(kids) {
                 let k = kid as usize;
                 let next = match chain {
@@ -2513,25 +2600,42 @@ mod tests {
 
     /// A string value that ends its lexeme walks its body once for every
     /// lexeme on the vocabulary (the vocabulary's walk, whatever the key
-    /// before it); a body that goes on past its quote, or takes other
-    /// characters, walks its own. Every walk is the full walk.
+    /// before it); a body that goes on past its quote takes that walk and
+    /// walks only what comes after the quote; a body of other characters
+    /// walks its own. Every walk is the full walk.
     #[test]
-    fn string_bodies_that_end_their_lexeme_share_the_vocabularys_walk() {
+    fn string_bodies_share_the_vocabularys_walk() {
+        #[derive(Debug, PartialEq, Clone, Copy)]
+        enum Body {
+            /// The vocabulary's walk itself.
+            Shared,
+            /// The vocabulary's walk, with what follows the quote walked.
+            PastTheQuote,
+            /// The lexeme's own walk through the body's escapes.
+            Own,
+        }
         let vocab = vocabulary();
         let trie = Arc::new(TokenTrie::new(&vocab));
         let limits = limits(false);
         let body = tokensieve_grammar::json_schema::STRING_CHAR;
         let known = VocabSkeleton::json_string_body(&trie);
         let seeded = Arc::new(Skeletons::starting_with(&known));
-        // The regex, and whether its body state (after the prefix) shares.
+        // The regex, and how its body state (after the prefix) is walked.
         let cases = [
-            (format!(r#""a" *: *"{body}*""#), true),
-            (format!(r#"\{{"b":"{body}*""#), true),
-            (format!(r#""c":"{body}*" *,"#), false),
-            (r#""d":"(?:[^"\\é]|\\["\\/bfnrt])*""#.to_string(), false),
+            (format!(r#""a" *: *"{body}*""#), Body::Shared),
+            (format!(r#"\{{"b":"{body}*""#), Body::Shared),
+            // Not accepting after the quote, then accepting and going on,
+            // then a key and another string.
+            (format!(r#""c":"{body}*" *,"#), Body::PastTheQuote),
+            (format!(r#""e":"{body}*" *"#), Body::PastTheQuote),
+            (
+                format!(r#""f":"{body}*" *, *"g": *"{body}*""#),
+                Body::PastTheQuote,
+            ),
+            (r#""d":"(?:[^"\\é]|\\["\\/bfnrt])*""#.to_string(), Body::Own),
         ];
-        let mut shared = Vec::new();
-        for (regex, shares) in &cases {
+        let mut walked = Vec::new();
+        for (regex, expected) in &cases {
             let dfa = ByteDfa::build(regex, &limits).unwrap();
             let l = Lexeme::new(
                 Making::Now(LexDfa::Eager(dfa)),
@@ -2549,18 +2653,23 @@ mod tests {
                 state = l.dfa().next(state, b);
             }
             assert!(state != DEAD && l.is_wide(state), "{regex}: a body state");
+            l.state(state);
+            let index = l.states.get(state).unwrap().clone();
+            let body_walk = known.body(&trie, vocab.mask_words()).unwrap();
+            let how = if Arc::ptr_eq(&index, &body_walk.index) {
+                Body::Shared
+            } else if l.loops.lock().unwrap().is_empty() {
+                Body::PastTheQuote
+            } else {
+                Body::Own
+            };
+            assert_eq!(how, *expected, "{regex}: how the body is walked");
             for s in 1..l.dfa().num_states() as u32 {
                 assert_index_is_the_full_walk(&l, s, l.state(s), regex);
             }
-            let body_walk = known.body(&trie, vocab.mask_words()).unwrap();
-            let same = Arc::ptr_eq(&l.states.get(state).unwrap().clone(), &body_walk.index);
-            assert_eq!(
-                same, *shares,
-                "{regex}: the body's walk is the vocabulary's"
-            );
-            shared.push(same);
+            walked.push(how);
         }
-        assert_eq!(shared, [true, true, false, false]);
+        assert_eq!(walked, cases.map(|c| c.1));
     }
 
     /// Intersections (a pattern under a length) walk as every node would:
