@@ -73,8 +73,11 @@ struct Builder {
     mark: Vec<u32>,
     generation: u32,
     stack: Vec<u32>,
-    /// Expansion scratch: the NFA states each byte class leads to.
+    /// Expansion scratch: the NFA states each byte class leads to (all
+    /// empty between expansions).
     seeds: Vec<Vec<u32>>,
+    /// Expansion scratch: the classes given seeds.
+    touched: Vec<u8>,
     /// Closure scratch: the set it found.
     out: Vec<u32>,
     /// Expansion scratch: the set of the state expanded.
@@ -356,6 +359,7 @@ impl LazyDfa {
                 generation: 0,
                 stack: Vec::new(),
                 seeds: Vec::new(),
+                touched: Vec::new(),
                 out: Vec::new(),
                 set: Vec::new(),
                 includes: hashbrown::HashMap::new(),
@@ -520,14 +524,15 @@ impl LazyDfa {
         // byte's to its last byte's. Each class's seeds come in the set's
         // order, as stepping class by class would give them.
         let n = self.reps.len();
+        // Left empty by every expansion (only the classes it touched are
+        // cleared: a key's state touches one class of a hundred).
         let mut seeds = std::mem::take(&mut b.seeds);
         if seeds.len() < n {
             seeds.resize_with(n, Vec::new);
         }
-        for s in &mut seeds[..n] {
-            s.clear();
-        }
-        let add = |seeds: &mut [Vec<u32>], start: u8, end: u8, to: u32| {
+        let mut touched = std::mem::take(&mut b.touched);
+        touched.clear();
+        let add = |seeds: &mut [Vec<u32>], touched: &mut Vec<u8>, start: u8, end: u8, to: u32| {
             let (first, last) = (self.classes[start as usize], self.classes[end as usize]);
             debug_assert!(
                 self.reps[first as usize] == start
@@ -537,23 +542,37 @@ impl LazyDfa {
                         .is_none_or(|&r| r as usize == end as usize + 1),
                 "a byte range that splits a class"
             );
-            for s in &mut seeds[first as usize..=last as usize] {
+            for c in first..=last {
+                let s = &mut seeds[c as usize];
+                if s.is_empty() {
+                    touched.push(c);
+                }
                 s.push(to);
             }
         };
         for &q in set.iter() {
             if let Some((ranges, run_to)) = self.reading(q) {
                 for t in ranges {
-                    add(&mut seeds, t.start, t.end, run_to.unwrap_or(t.next));
+                    add(
+                        &mut seeds,
+                        &mut touched,
+                        t.start,
+                        t.end,
+                        run_to.unwrap_or(t.next),
+                    );
                 }
             }
         }
-        let mut trans = Vec::with_capacity(n);
+        // In class order, as a pass over every class would make them.
+        touched.sort_unstable();
+        let mut trans = vec![DEAD; n];
         // Most classes of a wide state (a string body) lead to one of a few
         // states: each distinct seed set is closed and interned once
         // (`made`: the first class of each, its owed bytes, its state).
         let mut made: Vec<(usize, u8, u32)> = Vec::new();
-        for (c, &byte) in self.reps.iter().enumerate() {
+        for &c in &touched {
+            let c = c as usize;
+            let byte = self.reps[c];
             let owed = match byte {
                 0x80..=0xBF => pending.saturating_sub(1),
                 0xC0..=0xDF => 1,
@@ -561,9 +580,7 @@ impl LazyDfa {
                 0xF0..=0xFF => 3,
                 _ => 0,
             };
-            let next = if seeds[c].is_empty() {
-                DEAD
-            } else if let Some(&(_, _, id)) = made
+            let next = if let Some(&(_, _, id)) = made
                 .iter()
                 .find(|&&(first, o, _)| o == owed && seeds[first] == seeds[c])
             {
@@ -578,9 +595,13 @@ impl LazyDfa {
                 made.push((c, owed, id));
                 id
             };
-            trans.push(next);
+            trans[c] = next;
+        }
+        for &c in &touched {
+            seeds[c as usize].clear();
         }
         b.seeds = seeds;
+        b.touched = touched;
         b.set = set;
         b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
         let mut forced = NOT_FORCED;
