@@ -597,6 +597,19 @@ impl LazyDfa {
             };
             trans[c] = next;
         }
+        let mut forced = NOT_FORCED;
+        if !accepting {
+            // Only a touched class is live.
+            let mut live = touched
+                .iter()
+                .map(|&c| c as usize)
+                .filter(|&c| trans[c] != DEAD);
+            if let (Some(c), None) = (live.next(), live.next()) {
+                if self.class_size[c] == 1 {
+                    forced = self.reps[c] as u16;
+                }
+            }
+        }
         for &c in &touched {
             seeds[c as usize].clear();
         }
@@ -604,15 +617,6 @@ impl LazyDfa {
         b.touched = touched;
         b.set = set;
         b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
-        let mut forced = NOT_FORCED;
-        if !accepting {
-            let mut live = (0..trans.len()).filter(|&c| trans[c] != DEAD);
-            if let (Some(c), None) = (live.next(), live.next()) {
-                if self.class_size[c] == 1 {
-                    forced = self.reps[c] as u16;
-                }
-            }
-        }
         Row {
             trans: trans.into_boxed_slice(),
             accepting,
