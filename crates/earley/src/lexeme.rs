@@ -270,11 +270,16 @@ impl TokenSet {
         const BLOCK: usize = 16;
         let mut ids = Vec::new();
         for (b, block) in row.chunks(BLOCK).enumerate() {
-            if block.iter().fold(0, |any, &w| any | w) == 0 {
-                continue;
-            }
-            for (i, &word) in block.iter().enumerate() {
-                let mut bits = word;
+            // The block's nonzero words, a bit each: a block of few
+            // tokens is read word by word only where they are.
+            let mut words = block
+                .iter()
+                .enumerate()
+                .fold(0u32, |set, (i, &w)| set | u32::from(w != 0) << i);
+            while words != 0 {
+                let i = words.trailing_zeros() as usize;
+                words &= words - 1;
+                let mut bits = block[i];
                 while bits != 0 {
                     ids.push(((b * BLOCK + i) * 32) as u32 + bits.trailing_zeros());
                     bits &= bits - 1;
