@@ -1473,11 +1473,12 @@ impl Lexeme {
     /// Whether `state` takes at least [`WIDE`] bytes: its walks scan the
     /// trie in preorder rather than child list by child list.
     pub(crate) fn is_wide(&self, state: u32) -> bool {
-        self.first_bytes(state)
-            .iter()
-            .map(|w| w.count_ones())
-            .sum::<u32>()
-            >= WIDE
+        self.width(state) >= WIDE
+    }
+
+    /// How many bytes `state` can take.
+    fn width(&self, state: u32) -> u32 {
+        self.first_bytes(state).iter().map(|w| w.count_ones()).sum()
     }
 
     /// The walk of the trie below `node` (at `depth`, its bytes having led
@@ -1507,8 +1508,13 @@ impl Lexeme {
         pending.push((node, state, depth, 0));
         // The scans' stack (what they refuse is not asked for).
         let mut stack = Vec::new();
+        // The children of a few-byte state's bytes (see below).
+        let (mut few_bytes, mut few_kids) = ([0u8; FEW], [0u32; FEW]);
         while let Some((node, from, depth, run)) = pending.pop() {
-            if run == 0 && self.is_wide(from) {
+            // How many bytes `from` takes, where it is not partway
+            // through a run.
+            let width = (run == 0).then(|| self.width(from));
+            if width.is_some_and(|w| w >= WIDE) {
                 let at = (node, from, depth);
                 refused.clear();
                 self.scan_subtree(at, &mut stack, kept, refused, exits);
@@ -1527,13 +1533,10 @@ impl Lexeme {
             // A state of few bytes at a node of many children (a key's at
             // the root, which has a child for nearly every byte) looks up
             // the children of its bytes instead of reading every child.
-            let (mut few_bytes, mut few_kids) = ([0u8; FEW], [0u32; FEW]);
-            if chain.is_none() && bytes.len() > FEW {
-                let live = self.first_bytes(from);
-                let count: u32 = live.iter().map(|w| w.count_ones()).sum();
+            if let Some(count) = width.filter(|_| chain.is_none() && bytes.len() > FEW) {
                 if (count as usize) * FEW_SHARE <= bytes.len() {
                     let mut n = 0;
-                    for (w, &word) in live.iter().enumerate() {
+                    for (w, &word) in self.first_bytes(from).iter().enumerate() {
                         let mut bits = word;
                         while bits != 0 {
                             let b = (w * 64) as u8 + bits.trailing_zeros() as u8;
