@@ -270,6 +270,12 @@ impl TokenSet {
         const BLOCK: usize = 16;
         let mut ids = Vec::new();
         for (b, block) in row.chunks(BLOCK).enumerate() {
+            // Most blocks of a row of few tokens are zero: one OR over the
+            // block (a cache line, in vector registers) tells before its
+            // words are looked at one by one.
+            if block.iter().fold(0, |any, &w| any | w) == 0 {
+                continue;
+            }
             // The block's nonzero words, a bit each: a block of few
             // tokens is read word by word only where they are.
             let mut words = block
