@@ -370,6 +370,16 @@ const WIDE: u32 = 64;
 const FEW: usize = WIDE as usize;
 const FEW_SHARE: usize = 8;
 
+/// A state whose walk is made from the loop it leads into
+/// ([`Lexeme::deviation`]) differs from the loop on at most this share
+/// (1/8) of the root's children, and on at most [`DEVIATION_NODES`] nodes
+/// in all; beyond, it walks the loop's escapes itself.
+const DEVIATION_SHARE: usize = 8;
+const DEVIATION_NODES: usize = 4096;
+
+/// Most pairs of states [`Lexeme::same_walks`] compares.
+const ALIKE_PAIRS: usize = 8;
+
 /// The most states a free zone gathers ([`Lexeme::free_zone`]). A search
 /// for a long alternation (`srn:reference-data/...:RESTRICTED|CLASSIFIED|
 /// ...`, unanchored) has hundreds of partial matches, each a state of the
@@ -934,6 +944,9 @@ pub(crate) struct Lexeme {
     zones: Grow<Option<TextStep>>,
     /// The [`LoopWalk`] of each loop state walked through a skeleton.
     loops: Mutex<HashMap<u32, Arc<LoopWalk>>>,
+    /// Pairs of states [`Lexeme::same_walks`] was asked about, and its
+    /// answers.
+    alike: Mutex<HashMap<(u32, u32), bool>>,
 }
 
 impl std::fmt::Debug for Lexeme {
@@ -977,6 +990,7 @@ impl Lexeme {
             runs,
             zones: Grow::default(),
             loops: Mutex::default(),
+            alike: Mutex::default(),
         }
     }
 
@@ -1245,6 +1259,11 @@ impl Lexeme {
                         .free_zone(state, limit)
                         .expect("a zone wider than the step");
                     self.scan_zone(state, &zone, &mut walk);
+                } else if let Some(index) = (state != into && self.index_state(into) == into)
+                    .then(|| self.deviation(state, into))
+                    .flatten()
+                {
+                    return index;
                 } else {
                     self.scan_escapes(state, into, &skeleton, &mut walk);
                 }
@@ -1938,6 +1957,163 @@ impl Lexeme {
             walk.exits.extend_from_slice(&looped.exits[from..to]);
         }
         walk.take_from_root(trie, &[&kept], &[&refused]);
+    }
+
+    /// The index of `state`, which leads into the loop `into` (the state
+    /// of a key after its first characters, where most characters go on
+    /// into any other key's body), made from the loop's own index where
+    /// the two walks go alike but for a few bytes. The walks are followed
+    /// together, a state of each: where both reach the same state, or
+    /// states that read every text alike ([`Lexeme::same_walks`]: the
+    /// lazy automaton makes a state of its own for the middle of a
+    /// character after each), their subtrees are one; where only this
+    /// state's lives, its subtree is scanned; where only the loop's, it
+    /// is cleared; where both live, the node is kept and its exit mended,
+    /// and the walks go on below. An object's other keys (any string but
+    /// the named properties) walked their body's escapes once per
+    /// character typed of a named key (10,000 walks of ~100 µs in a pass
+    /// over MaskBench); the loop's index is the vocabulary's string body's.
+    /// `None` where the two differ on more than a [`DEVIATION_SHARE`] of
+    /// the root's children, or on more than [`DEVIATION_NODES`] nodes.
+    /// (Not for a state whose loop's index is another state's, as a
+    /// counted repetition's is: that one may be `state`'s own.)
+    fn deviation(&self, state: u32, into: u32) -> Option<StateIndex> {
+        let trie = &*self.trie;
+        let dfa = self.dfa();
+        let classes = dfa.classes();
+        // Only the middles of characters (no ASCII byte live, the same
+        // bytes live in both) are compared: a comparison makes the states
+        // it meets, and a key's next character and the body's are apart.
+        // The pairs met, most of them many times (every lead byte of a
+        // character), are asked of the lexeme once each.
+        let mut met_pairs: Vec<((u32, u32), bool)> = Vec::new();
+        let mut differ = |a: u32, b: u32| {
+            if a == b {
+                return false;
+            }
+            if a == DEAD || b == DEAD {
+                return true;
+            }
+            let live = self.first_bytes(a);
+            if live[0] | live[1] != 0 || live != self.first_bytes(b) {
+                return true;
+            }
+            match met_pairs.iter().find(|p| p.0 == (a, b)) {
+                Some(&(_, same)) => !same,
+                None => {
+                    let same = self.same_walks(a, b);
+                    met_pairs.push(((a, b), same));
+                    !same
+                }
+            }
+        };
+        let (root, looped) = (dfa.row(state), dfa.row(into));
+        let (bytes, _) = trie.kids(0);
+        let apart = bytes
+            .iter()
+            .map(|&b| classes[b as usize] as usize)
+            .filter(|&c| differ(root[c], looped[c]))
+            .count();
+        if apart * DEVIATION_SHARE > bytes.len() {
+            return None;
+        }
+        let index = self.state(into);
+        let mut walk = Walk::new(self.words);
+        walk.inside = vec![0u32; self.words];
+        index.inside.write_into(&mut walk.inside);
+        // Subtrees and nodes the loop's walk no longer speaks for: its
+        // exits there are dropped.
+        let mut replaced: Vec<(u32, u32)> = Vec::new();
+        let (mut kept, mut refused) = (Runs::default(), Runs::default());
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        let mut todo = vec![(0usize, state, into)];
+        let mut met = 0;
+        while let Some((c, at, loop_at)) = todo.pop() {
+            let (row, loop_row) = (dfa.row(at), dfa.row(loop_at));
+            let (bytes, kids) = trie.kids(c);
+            for (&b, &k) in bytes.iter().zip(kids) {
+                let class = classes[b as usize] as usize;
+                let (next, loop_next) = (row[class], loop_row[class]);
+                if !differ(next, loop_next) {
+                    continue;
+                }
+                met += 1;
+                if met > DEVIATION_NODES {
+                    return None;
+                }
+                let (k, end) = (k as usize, trie.nodes[k as usize].next as usize);
+                let depth = trie.nodes[k].depth;
+                if next == DEAD || loop_next == DEAD {
+                    for &t in trie.subtree_tokens(k) {
+                        walk.inside[t as usize / 32] &= !(1 << (t % 32));
+                    }
+                    replaced.push((k as u32, end as u32));
+                    if next != DEAD {
+                        stack[depth as usize - 1] = row;
+                        let exits = &mut walk.exits;
+                        self.scan_range(k, end, &mut stack, &mut kept, &mut refused, exits);
+                    }
+                    continue;
+                }
+                // Both keep the node's tokens; it is an exit as this
+                // state's walk accepts there.
+                if end > k + 1 {
+                    replaced.push((k as u32, k as u32 + 1));
+                    if dfa.is_accepting(next) {
+                        walk.exits.push((k as u32, depth));
+                    }
+                    todo.push((k, next, loop_next));
+                }
+            }
+        }
+        for &(a, b) in &kept.runs {
+            for &t in &trie.tokens[a as usize..b as usize] {
+                walk.inside[t as usize / 32] |= 1 << (t % 32);
+            }
+        }
+        walk.exits.extend(
+            (index.exits.iter().copied())
+                .filter(|&(n, _)| !replaced.iter().any(|&(a, b)| (a..b).contains(&n))),
+        );
+        Some(walk.into_index(trie))
+    }
+
+    /// Whether states `a` and `b` read every text alike (both die, both
+    /// accept): every pair of states the same bytes lead them to is one
+    /// state twice, or a pair whose bytes again lead alike, as far as
+    /// [`ALIKE_PAIRS`] pairs (the middles of a character after two states
+    /// of a body meet again within three bytes). Answers are kept.
+    fn same_walks(&self, a: u32, b: u32) -> bool {
+        let alike = || self.alike.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&known) = alike().get(&(a, b)) {
+            return known;
+        }
+        let dfa = self.dfa();
+        let classes = dfa.classes().iter().max().map_or(0, |&c| c as usize + 1);
+        let mut pairs = vec![(a, b)];
+        let mut k = 0;
+        let ok = 'check: {
+            while let Some(&(x, y)) = pairs.get(k) {
+                k += 1;
+                if x == DEAD || y == DEAD || dfa.is_accepting(x) != dfa.is_accepting(y) {
+                    break 'check false;
+                }
+                let (rx, ry) = (dfa.row(x), dfa.row(y));
+                for c in 0..classes {
+                    let next = (rx[c], ry[c]);
+                    if next.0 == next.1 || pairs.contains(&next) {
+                        continue;
+                    }
+                    if pairs.len() >= ALIKE_PAIRS {
+                        break 'check false;
+                    }
+                    pairs.push(next);
+                }
+            }
+            true
+        };
+        alike().insert((a, b), ok);
+        ok
     }
 
     /// The [`LoopWalk`] of the loop state `into` through `skeleton`, made
@@ -2684,6 +2860,71 @@ mod tests {
             walked.push(how);
         }
         assert_eq!(walked, cases.map(|c| c.1));
+    }
+
+    /// An object's other keys: any key but the named ones, then its colon.
+    /// A state partway through a named key (most characters go on into
+    /// any other key's body, the next one of the name and the quote after
+    /// it do not) is walked from the body's own walk, differing only along
+    /// the names; each such walk is the full walk, and so is every other.
+    #[test]
+    fn keys_but_the_named_ones_walk_from_the_body() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let c = r#"(?:[^"\\]|\\["\\/bfnrt])"#;
+        // Every key but "ab", "aby", "b" and "é" (whose middle is a state
+        // of its own, apart from the body's middle of a character).
+        let keys = format!(
+            r#""(?:|[^"\\abé]{c}*|a|a[^"\\b]{c}*|ab[^"\\y]{c}*|aby{c}+|b{c}+|é{c}+)" *: *"#
+        );
+        // A string, or its first characters "ab" alone: the state after
+        // them may end where the body's loop may not.
+        let prefix = format!(r#""(?:ab|{c}*")"#);
+        // Any string but "ab", which goes on with an x: after "ab" the
+        // quote leads where the body's quote does not end.
+        let apart = format!(r#""(?:|[^"\\a]{c}*|a|a[^"\\b]{c}*|ab{c}+)"|"ab"x"#);
+        let (mut deviated, mut alike) = (0, 0);
+        for regex in [&keys, &prefix, &apart] {
+            // Eager, minimal or not, and lazy: the lazy automaton makes a
+            // state of its own for the middle of a character after a key's
+            // first characters and after the body, which walk alike.
+            let lazy = LazyDfa::build(regex, &limits(false)).unwrap();
+            let lexemes = [
+                eager_lexeme(regex, &vocab, &trie, &limits(false)),
+                eager_lexeme(regex, &vocab, &trie, &limits(true)),
+                Lexeme::new(
+                    Making::Now(LexDfa::Lazy(lazy)),
+                    trie.clone(),
+                    vocab.mask_words(),
+                    Arc::default(),
+                ),
+            ];
+            for l in &lexemes {
+                // (A lazy automaton makes states as they are walked.)
+                let mut state = 1;
+                while state < l.dfa().num_states() as u32 {
+                    if l.is_wide(state)
+                        && let Some((_, into)) = l.loop_skeleton(state)
+                        && into != state
+                        && let Some(index) = l.deviation(state, into)
+                    {
+                        assert_index_is_the_full_walk(l, state, &index, "deviation");
+                        deviated += 1;
+                    }
+                    assert_walks_as_a_full_walk(l, state, regex);
+                    state += 1;
+                }
+                alike += l
+                    .alike
+                    .lock()
+                    .unwrap()
+                    .values()
+                    .filter(|&&same| same)
+                    .count();
+            }
+        }
+        assert!(alike >= 1, "states found to walk alike: {alike}");
+        assert!(deviated >= 20, "states walked from the body: {deviated}");
     }
 
     /// Intersections (a pattern under a length) walk as every node would:
