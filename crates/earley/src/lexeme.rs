@@ -2071,10 +2071,14 @@ impl Lexeme {
                 walk.inside[t as usize / 32] |= 1 << (t % 32);
             }
         }
-        walk.exits.extend(
-            (index.exits.iter().copied())
-                .filter(|&(n, _)| !replaced.iter().any(|&(a, b)| (a..b).contains(&n))),
-        );
+        // The ranges are disjoint (nothing is walked inside one): each
+        // exit is looked up among them, not compared with every one.
+        replaced.sort_unstable();
+        walk.exits
+            .extend(index.exits.iter().copied().filter(|&(n, _)| {
+                let after = replaced.partition_point(|&(a, _)| a <= n);
+                after == 0 || replaced[after - 1].1 <= n
+            }));
         Some(walk.into_index(trie))
     }
 
