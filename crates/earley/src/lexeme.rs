@@ -2093,7 +2093,7 @@ impl Lexeme {
             return known;
         }
         let dfa = self.dfa();
-        let classes = dfa.classes().iter().max().map_or(0, |&c| c as usize + 1);
+        let classes = self.class_bytes().len();
         let mut pairs = vec![(a, b)];
         let mut k = 0;
         let ok = 'check: {
