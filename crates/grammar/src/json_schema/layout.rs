@@ -263,6 +263,55 @@ fn pretty(out: &mut String, v: &Value, item: &str, key: &str, indent: Option<u32
     }
 }
 
+/// The values [`json_eq`] finds among, for asking of many values whether
+/// each is one of them: strings (most `enum` values) by a hash set, the
+/// rest one by one. An `enum` of a few thousand strings (real schemas have
+/// them) compared pairwise cost a compile tens of milliseconds.
+pub(crate) struct JsonSet<'a> {
+    strings: hashbrown::HashSet<&'a str>,
+    others: Vec<&'a Value>,
+}
+
+impl<'a> JsonSet<'a> {
+    pub(crate) fn new() -> Self {
+        JsonSet {
+            strings: hashbrown::HashSet::new(),
+            others: Vec::new(),
+        }
+    }
+
+    /// Adds `v`; whether it was not there yet (by [`json_eq`]).
+    pub(crate) fn insert(&mut self, v: &'a Value) -> bool {
+        match v {
+            Value::String(s) => self.strings.insert(s.as_str()),
+            _ if self.contains(v) => false,
+            _ => {
+                self.others.push(v);
+                true
+            }
+        }
+    }
+
+    /// Whether one of the values is [`json_eq`] to `v`.
+    pub(crate) fn contains(&self, v: &Value) -> bool {
+        match v {
+            // A string equals only the same string.
+            Value::String(s) => self.strings.contains(s.as_str()),
+            _ => self.others.iter().any(|u| json_eq(u, v)),
+        }
+    }
+}
+
+impl<'a> FromIterator<&'a Value> for JsonSet<'a> {
+    fn from_iter<I: IntoIterator<Item = &'a Value>>(values: I) -> Self {
+        let mut set = JsonSet::new();
+        for v in values {
+            set.insert(v);
+        }
+        set
+    }
+}
+
 /// JSON Schema equality: numbers by value (`1 == 1.0`), objects regardless
 /// of key order, booleans never equal to numbers.
 pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
@@ -340,5 +389,33 @@ mod tests {
         assert!(json_eq(&json!(1), &json!(1.0)));
         assert!(!json_eq(&json!(1), &json!(true)));
         assert!(json_eq(&json!({"a": 1, "b": 2}), &json!({"b": 2, "a": 1})));
+    }
+
+    /// The set answers as [`json_eq`] does, pair by pair, on values of
+    /// every kind: strings by the hash set, the rest one by one.
+    #[test]
+    fn json_set_is_json_eq() {
+        let values = json!([
+            "a", "b", "1", "", 1, 1.0, 2, -0.0, 0, true, false, null, [1, "a"], [1.0, "a"],
+            {"a": 1, "b": [2]}, {"b": [2.0], "a": 1}, {"a": "1"}, "true", "null"
+        ]);
+        let values = values.as_array().unwrap();
+        let mut set = JsonSet::new();
+        for (i, v) in values.iter().enumerate() {
+            let before = &values[..i];
+            let known = before.iter().any(|u| json_eq(u, v));
+            assert_eq!(set.contains(v), known, "{v} among {before:?}");
+            assert_eq!(set.insert(v), !known, "{v}");
+            assert!(set.contains(v));
+        }
+        for v in [
+            json!("c"),
+            json!(3),
+            json!([1]),
+            json!({"a": 2}),
+            json!(1.5),
+        ] {
+            assert!(!set.contains(&v), "{v}");
+        }
     }
 }

@@ -2166,7 +2166,8 @@ impl<'a> Lowerer<'a> {
                     _ => return Err(GrammarError::schema_at(ptr, "`enum` must be an array")),
                 };
                 if let Some(values) = &mut m.enum_vals {
-                    values.retain(|x| !excluded.iter().any(|e| super::layout::json_eq(x, e)));
+                    let excluded: super::layout::JsonSet = excluded.iter().copied().collect();
+                    values.retain(|x| !excluded.contains(x));
                     vec![m]
                 } else {
                     return Ok(exclude_values(m, &excluded, ptr));
@@ -2795,18 +2796,13 @@ fn exclude_values<'a>(m: Merged<'a>, excluded: &[&'a Value], ptr: &str) -> Optio
 fn intersect_enum<'a>(m: &mut Merged<'a>, values: Vec<&'a Value>) {
     m.enum_vals = Some(match m.enum_vals.take() {
         None => {
-            let mut unique: Vec<&'a Value> = Vec::new();
-            for v in values {
-                if !unique.iter().any(|u| super::layout::json_eq(u, v)) {
-                    unique.push(v);
-                }
-            }
-            unique
+            let mut seen = super::layout::JsonSet::new();
+            values.into_iter().filter(|v| seen.insert(v)).collect()
         }
-        Some(old) => old
-            .into_iter()
-            .filter(|o| values.iter().any(|v| super::layout::json_eq(o, v)))
-            .collect(),
+        Some(old) => {
+            let values: super::layout::JsonSet = values.into_iter().collect();
+            old.into_iter().filter(|o| values.contains(o)).collect()
+        }
     });
 }
 
