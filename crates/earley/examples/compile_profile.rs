@@ -16,6 +16,10 @@ use tokensieve_core::Constraint;
 use tokensieve_core::hf::HfTokenizer;
 use tokensieve_earley::{EarleyBackend, EarleyConfig};
 
+/// The allocator the CLI runs with, so the profile is of what it spends.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let tok = HfTokenizer::from_file(&args[1])?;
