@@ -800,6 +800,12 @@ impl SkeletonTable {
 pub(crate) struct Skeletons {
     vocab: Option<VocabSkeleton>,
     own: SkeletonTable,
+    /// The walks of other keys' bodies past their quote
+    /// ([`Lexeme::past_the_quote`] from a key's [`Body::Key`]), by what
+    /// follows the keys in their lexeme ([`Lexeme::after_keys`]): every
+    /// object of a grammar that allows other keys has a lexeme of its
+    /// own for them, and the same colon and spaces after them.
+    past_keys: Mutex<HashMap<Arc<str>, Arc<StateIndex>>>,
 }
 
 /// A text step as far as a skeleton depends on it: its ASCII bytes and
@@ -827,6 +833,31 @@ struct VocabWalks {
     /// The walk from the body of a string that ends its lexeme (made on
     /// first use; `None` if the reference automaton cannot be built).
     body: OnceLock<Option<BodyWalk>>,
+    /// The same for a key's body ([`Body::Key`]).
+    key_body: OnceLock<Option<BodyWalk>>,
+}
+
+/// The string bodies a vocabulary keeps the walk of ([`BodyWalk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Body {
+    /// A JSON string's, `STRING_CHAR*"`: any character, escapes too.
+    Value,
+    /// An object's other keys' (any key but the named properties), whose
+    /// characters are those no key writes escaped, `[^"\\\x00-\x1F]*"`
+    /// ([`OtherKeys`]): the body a value's walk cannot serve, as the
+    /// value's takes a backslash where the key's dies.
+    Key,
+}
+
+impl Body {
+    const ALL: [Body; 2] = [Body::Value, Body::Key];
+
+    fn regex(self) -> String {
+        match self {
+            Body::Value => format!(r#"{}*""#, tokensieve_grammar::json_schema::STRING_CHAR),
+            Body::Key => r#"[^"\\\x00-\x1F]*""#.to_string(),
+        }
+    }
 }
 
 /// The walk from an unconstrained JSON string's body to the end of its
@@ -869,28 +900,30 @@ impl VocabSkeleton {
 
     /// The [`BodyWalk`] on `trie` (the vocabulary's: every lexeme holding
     /// this has it), made now if no walk has needed it yet.
-    fn body(&self, trie: &Arc<TokenTrie>, words: usize) -> Option<&BodyWalk> {
-        self.0
-            .body
-            .get_or_init(|| {
-                let regex = format!(r#"{}*""#, tokensieve_grammar::json_schema::STRING_CHAR);
-                let limits = DfaLimits {
-                    nfa_size_limit: 1 << 20,
-                    dfa_size_limit: 1 << 20,
-                    max_dfa_states: BODY_STATES,
-                    minimize: true,
-                };
-                let dfa = ByteDfa::build(&regex, &limits).ok()?;
-                let lexeme = Lexeme::new(
-                    Making::Now(LexDfa::Eager(dfa.clone())),
-                    trie.clone(),
-                    words,
-                    Arc::new(Skeletons::starting_with(self)),
-                );
-                let index = Arc::new(lexeme.build_state(dfa.start()));
-                Some(BodyWalk { dfa, index })
-            })
-            .as_ref()
+    fn body(&self, body: Body, trie: &Arc<TokenTrie>, words: usize) -> Option<&BodyWalk> {
+        let slot = match body {
+            Body::Value => &self.0.body,
+            Body::Key => &self.0.key_body,
+        };
+        slot.get_or_init(|| {
+            let regex = body.regex();
+            let limits = DfaLimits {
+                nfa_size_limit: 1 << 20,
+                dfa_size_limit: 1 << 20,
+                max_dfa_states: BODY_STATES,
+                minimize: true,
+            };
+            let dfa = ByteDfa::build(&regex, &limits).ok()?;
+            let lexeme = Lexeme::new(
+                Making::Now(LexDfa::Eager(dfa.clone())),
+                trie.clone(),
+                words,
+                Arc::new(Skeletons::starting_with(self)),
+            );
+            let index = Arc::new(lexeme.build_state(dfa.start()));
+            Some(BodyWalk { dfa, index })
+        })
+        .as_ref()
     }
 }
 
@@ -899,7 +932,7 @@ impl Skeletons {
     pub(crate) fn starting_with(known: &VocabSkeleton) -> Skeletons {
         Skeletons {
             vocab: Some(known.clone()),
-            own: SkeletonTable::default(),
+            ..Skeletons::default()
         }
     }
 
@@ -947,6 +980,11 @@ pub(crate) struct Lexeme {
     /// Pairs of states [`Lexeme::same_walks`] was asked about, and its
     /// answers.
     alike: Mutex<HashMap<(u32, u32), bool>>,
+    /// Where the lexeme is an object's other keys between syntax trees
+    /// that hold no quote ([`Recipe::after_keys`]): the trees after the
+    /// keys, printed, whose language is the lexeme's past the keys'
+    /// closing quote.
+    after_keys: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Lexeme {
@@ -965,12 +1003,14 @@ impl Lexeme {
         skeletons: Arc<Skeletons>,
     ) -> Lexeme {
         let runs = TextRuns::new(trie.max_depth);
+        let mut after_keys = None;
         let (dfa, recipe, charged, nullable) = match making {
             Making::Now(dfa) => {
                 let (charged, nullable) = (dfa.compiled_states(), dfa.is_accepting(dfa.start()));
                 (OnceLock::from(dfa), None, charged, nullable)
             }
             Making::Later(recipe) => {
+                after_keys = recipe.after_keys();
                 let charged = recipe.weight.div_ceil(4) as usize;
                 let nullable = recipe.nullable;
                 (OnceLock::new(), Some(recipe), charged, nullable)
@@ -991,6 +1031,7 @@ impl Lexeme {
             zones: Grow::default(),
             loops: Mutex::default(),
             alike: Mutex::default(),
+            after_keys,
         }
     }
 
@@ -1105,13 +1146,67 @@ impl Lexeme {
     /// to the next key, its separators and spaces), it is the body's with
     /// what the vocabulary's tokens do past each closing quote walked
     /// from that state: the body's exits, a few hundred trie nodes, where
-    /// walking the body again read its 1,500 escapes.
+    /// walking the body again read its 1,500 escapes. Each [`Body`] is
+    /// tried: a value's, then a key's (an object's other keys, then their
+    /// colon: in MaskBench's slow masks, most of the walks through escapes
+    /// left were of these). Past a key's quote, the other keys' lexemes of
+    /// one grammar with the same text after the keys share one walk
+    /// ([`Skeletons`]), as every object's lexeme of them otherwise made
+    /// its own.
     fn body_walk(&self, state: u32) -> Option<Arc<StateIndex>> {
         let vocab = self.skeletons.vocab.as_ref()?;
         if !self.is_wide(state) || self.loop_skeleton(state).is_none() {
             return None;
         }
-        let body = vocab.body(&self.trie, self.words)?;
+        let dfa = self.dfa();
+        // A value's body takes a backslash (an escape), a key's does not:
+        // a state that differs from a body there is not asked about it.
+        let takes_backslash = dfa.row(state)[dfa.classes()[b'\\' as usize] as usize] != DEAD;
+        for kind in Body::ALL {
+            if takes_backslash != (kind == Body::Value) {
+                continue;
+            }
+            let Some(body) = vocab.body(kind, &self.trie, self.words) else {
+                continue;
+            };
+            let Some(after) = self.after_the_body(state, body) else {
+                continue;
+            };
+            if dfa.is_accepting(after) && dfa.row(after).iter().all(|&t| t == DEAD) {
+                return Some(body.index.clone());
+            }
+            // Past a key's quote, the language is the text after the keys
+            // (the lexeme is the keys then that text, and the loop is the
+            // keys' own): one walk serves every such lexeme of the grammar.
+            let shared = match (kind, &self.after_keys) {
+                (Body::Key, Some(text)) => Some(text),
+                _ => None,
+            };
+            let Some(text) = shared else {
+                return Some(Arc::new(self.past_the_quote(&body.index, after)));
+            };
+            let known = self
+                .skeletons
+                .past_keys
+                .lock()
+                .expect("key walks")
+                .get(text)
+                .cloned();
+            if let Some(known) = known {
+                return Some(known);
+            }
+            // Made without the lock held: two lexemes may both make it,
+            // and the first is kept.
+            let made = Arc::new(self.past_the_quote(&body.index, after));
+            let mut walks = self.skeletons.past_keys.lock().expect("key walks");
+            return Some(walks.entry(text.clone()).or_insert(made).clone());
+        }
+        None
+    }
+
+    /// The state `state` reaches at `body`'s closing quote, where it goes
+    /// on as `body` does up to it (see [`Lexeme::body_walk`]).
+    fn after_the_body(&self, state: u32, body: &BodyWalk) -> Option<u32> {
         let dfa = self.dfa();
         let classes = dfa.classes();
         // Each state of the lexeme met, with the body's state it goes on
@@ -1153,13 +1248,7 @@ impl Lexeme {
         let after = after_quote?;
         // A state met as the body's and as the one after the quote is
         // left to the lexeme's own walk.
-        if pairs.iter().any(|p| p.0 == after) {
-            return None;
-        }
-        if dfa.is_accepting(after) && dfa.row(after).iter().all(|&t| t == DEAD) {
-            return Some(body.index.clone());
-        }
-        Some(Arc::new(self.past_the_quote(&body.index, after)))
+        (!pairs.iter().any(|p| p.0 == after)).then_some(after)
     }
 
     /// The index of a state that goes on as the body indexed `body` does
@@ -2303,6 +2392,55 @@ pub(crate) enum SourcePart {
     Keys(Arc<OtherKeys>),
 }
 
+impl Recipe {
+    /// Where the parts are an object's other keys then syntax trees: the
+    /// trees, printed (see [`Lexeme::after_keys`]). Only where no other
+    /// part holds a quote (a colon and spaces after the keys, a comma and
+    /// spaces before them): a loop that ends at a quote is then the keys'
+    /// own, and past their quote only the trees after them are left (none
+    /// before them reads a quote, so none of them is still going on).
+    fn after_keys(&self) -> Option<Arc<str>> {
+        let TreeSource::Parts(parts, _) = &self.source else {
+            return None;
+        };
+        let at = parts
+            .iter()
+            .position(|p| matches!(p, SourcePart::Keys(_)))?;
+        let quoteless = |p: &SourcePart| matches!(p, SourcePart::Tree(t) if !holds_quote(t));
+        if !parts[..at].iter().all(quoteless) {
+            return None;
+        }
+        let mut text = String::new();
+        for part in &parts[at + 1..] {
+            match part {
+                SourcePart::Tree(t) if !holds_quote(t) => text.push_str(&format!("(?:{t})")),
+                _ => return None,
+            }
+        }
+        Some(Arc::from(text))
+    }
+}
+
+/// Whether some text of `hir` holds a quote.
+fn holds_quote(hir: &Hir) -> bool {
+    use regex_syntax::hir::{Class, HirKind};
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => false,
+        HirKind::Literal(l) => l.0.contains(&b'"'),
+        HirKind::Class(Class::Unicode(c)) => c
+            .ranges()
+            .iter()
+            .any(|r| r.start() <= '"' && '"' <= r.end()),
+        HirKind::Class(Class::Bytes(c)) => c
+            .ranges()
+            .iter()
+            .any(|r| r.start() <= b'"' && b'"' <= r.end()),
+        HirKind::Repetition(r) => holds_quote(&r.sub),
+        HirKind::Capture(c) => holds_quote(&c.sub),
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => subs.iter().any(holds_quote),
+    }
+}
+
 impl SourcePart {
     /// The part of a verbatim piece's `regex`: the names it is built from
     /// where the writer gave them, else the text.
@@ -2849,7 +2987,9 @@ mod tests {
             assert!(state != DEAD && l.is_wide(state), "{regex}: a body state");
             l.state(state);
             let index = l.states.get(state).unwrap().clone();
-            let body_walk = known.body(&trie, vocab.mask_words()).unwrap();
+            let body_walk = known
+                .body(super::Body::Value, &trie, vocab.mask_words())
+                .unwrap();
             let how = if Arc::ptr_eq(&index, &body_walk.index) {
                 Body::Shared
             } else if l.loops.lock().unwrap().is_empty() {
@@ -2864,6 +3004,142 @@ mod tests {
             walked.push(how);
         }
         assert_eq!(walked, cases.map(|c| c.1));
+    }
+
+    /// A key's body (characters no key writes escaped: an object's other
+    /// keys) walks from the vocabulary's walk of that body, as a value's
+    /// does from a value's: shared where the lexeme ends at the quote,
+    /// walked past the quote where it goes on to the colon, never through
+    /// the body's escapes; other keys' lexemes of one grammar with the same
+    /// text after the keys share that walk, where nothing else in them
+    /// reads a quote; and every state's index is the full walk.
+    #[test]
+    fn key_bodies_share_the_vocabularys_walk() {
+        let vocab = vocabulary();
+        let trie = Arc::new(TokenTrie::new(&vocab));
+        let known = VocabSkeleton::json_string_body(&trie);
+        let seeded = Arc::new(Skeletons::starting_with(&known));
+        let key = known.body(Body::Key, &trie, vocab.mask_words()).unwrap();
+        let c = r#"[^"\\\x00-\x1F]"#;
+        let lexeme = |regex: &str, minimal: bool| {
+            let dfa = ByteDfa::build(regex, &limits(minimal)).unwrap();
+            Lexeme::new(
+                Making::Now(LexDfa::Eager(dfa)),
+                trie.clone(),
+                vocab.mask_words(),
+                seeded.clone(),
+            )
+        };
+        let after = |l: &Lexeme, text: &str| {
+            let state = text
+                .bytes()
+                .fold(l.dfa().start(), |s, b| l.dfa().next(s, b));
+            assert!(state != DEAD && l.is_wide(state), "{text}: a body state");
+            state
+        };
+        // The regex, and whether its body's walk is the vocabulary's own.
+        let cases = [
+            (format!(r#""{c}*""#), true),
+            (format!(r#""{c}*" *: *"#), false),
+            // Any key but "ab" and "b".
+            (
+                format!(
+                    r#""(?:|[^"\\\x00-\x1Fab]{c}*|a|a[^"\\\x00-\x1Fb]{c}*|ab{c}+|b{c}+)" *: *"#
+                ),
+                false,
+            ),
+        ];
+        for minimal in [false, true] {
+            for (regex, shared) in &cases {
+                let l = lexeme(regex, minimal);
+                let state = after(&l, "\"x");
+                l.state(state);
+                let index = l.states.get(state).unwrap().clone();
+                assert_eq!(Arc::ptr_eq(&index, &key.index), *shared, "{regex}");
+                assert!(
+                    l.loops.lock().unwrap().is_empty(),
+                    "{regex}: escapes walked"
+                );
+                for s in 1..l.dfa().num_states() as u32 {
+                    assert_index_is_the_full_walk(&l, s, l.state(s), regex);
+                }
+            }
+        }
+        // Other keys' lexemes as the lowering makes them (the keys from
+        // their names, then text): those of one grammar with the same text
+        // after the keys share one walk past the quote. A quote in a part
+        // but the keys leaves a lexeme to its own: before the keys, a
+        // string just like a key's body (whose quote the pair of walks
+        // cannot tell from the key's) would be going on past the quote.
+        let tree = |t: &str| SourcePart::Tree(Arc::new(tokensieve_grammar::dfa::parse(t).unwrap()));
+        let keys = |names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            SourcePart::Keys(Arc::new(OtherKeys::new(&names)))
+        };
+        let parts_lexeme = |parts: Vec<SourcePart>| {
+            let recipe = Recipe {
+                source: TreeSource::Parts(parts, Arc::default()),
+                limits: limits(false),
+                weight: 100,
+                nullable: false,
+            };
+            Lexeme::new(
+                Making::Later(recipe),
+                trie.clone(),
+                vocab.mask_words(),
+                seeded.clone(),
+            )
+        };
+        let colon = " *: *";
+        let string_before = format!(r#"(?:"{c}*" *: *y *, *)?"#);
+        // The lexeme, the text to its keys' body, and whether it shares.
+        let cases = [
+            (
+                parts_lexeme(vec![keys(&["ab", "b"]), tree(colon)]),
+                "\"x",
+                true,
+            ),
+            (
+                parts_lexeme(vec![tree(" *, *"), keys(&["a", "y"]), tree(colon)]),
+                " , \"x",
+                true,
+            ),
+            (
+                parts_lexeme(vec![tree(&string_before), keys(&["b"]), tree(colon)]),
+                "\"x",
+                false,
+            ),
+            (
+                parts_lexeme(vec![keys(&["b"]), tree(&format!("{colon}\"a\""))]),
+                "\"x",
+                false,
+            ),
+        ];
+        let mut shared: Option<Arc<StateIndex>> = None;
+        for (l, text, shares) in &cases {
+            assert_eq!(l.after_keys.is_some(), *shares, "{text}");
+            let state = after(l, text);
+            l.state(state);
+            let index = l.states.get(state).unwrap().clone();
+            assert!(l.loops.lock().unwrap().is_empty(), "{text}: escapes walked");
+            match &shared {
+                Some(first) => assert_eq!(Arc::ptr_eq(first, &index), *shares, "{text}"),
+                None => shared = Some(index),
+            }
+            let mut s = 1;
+            while s < l.dfa().num_states() as u32 {
+                assert_index_is_the_full_walk(l, s, l.state(s), text);
+                s += 1;
+            }
+        }
+        // A string value after the colon, its body a key's: past its quote
+        // only the comma is left, not the colon and the string.
+        let l = parts_lexeme(vec![keys(&["b"]), tree(&format!(r#"{colon}"{c}*" *,"#))]);
+        assert!(l.after_keys.is_none());
+        for text in ["\"x", "\"q\" : \"x"] {
+            let state = after(&l, text);
+            assert_index_is_the_full_walk(&l, state, l.state(state), text);
+        }
     }
 
     /// An object's other keys: any key but the named ones, then its colon.
