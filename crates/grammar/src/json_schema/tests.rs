@@ -875,6 +875,32 @@ fn one_of_overlapping_branches_are_restricted() {
         json!({"oneOf": [{"type": "string", "pattern": "^https?://.+$"}, {"enum": ["./x", "https://y"]}]}),
         "/oneOf",
     );
+    // Branches of listed values are disjoint when no value of one is in
+    // the other (as JSON Schema compares them: 1 is 1.0, key order aside).
+    check(
+        json!({"oneOf": [{"enum": ["a", 1, {"k": [1], "j": 0}]}, {"enum": ["b", 2, {"k": [2]}, "1"]}]}),
+        &[
+            r#""a""#,
+            "1",
+            r#"{"k":[1],"j":0}"#,
+            r#""b""#,
+            "2",
+            r#""1""#,
+            r#"{"k":[2]}"#,
+        ],
+        &[r#""c""#, "3", r#"{"k":[3]}"#],
+    );
+    // A value in both is in neither.
+    check(
+        json!({"oneOf": [{"enum": ["a", 1]}, {"enum": ["b", 1.0]}]}),
+        &[r#""a""#, r#""b""#],
+        &["1", "1.0"],
+    );
+    check(
+        json!({"oneOf": [{"enum": ["a", {"k": 1, "j": 2}]}, {"enum": [{"j": 2, "k": 1}, 3]}]}),
+        &[r#""a""#, "3"],
+        &[r#"{"k":1,"j":2}"#, r#"{"j":2,"k":1}"#],
+    );
     unsupported_at(
         json!({"type": "string", "oneOf": [{"pattern": "^ab"}, {"pattern": "^a"}]}),
         "/oneOf",
