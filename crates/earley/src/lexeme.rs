@@ -1155,7 +1155,7 @@ impl Lexeme {
     /// its own.
     fn body_walk(&self, state: u32) -> Option<Arc<StateIndex>> {
         let vocab = self.skeletons.vocab.as_ref()?;
-        if !self.is_wide(state) || self.loop_skeleton(state).is_none() {
+        if !self.is_wide(state) || self.loop_into(state).is_none() {
             return None;
         }
         let dfa = self.dfa();
@@ -1169,7 +1169,7 @@ impl Lexeme {
             let Some(body) = vocab.body(kind, &self.trie, self.words) else {
                 continue;
             };
-            let Some(after) = self.after_the_body(state, body) else {
+            let Some(after) = self.after_the_body(state, body, kind == Body::Key) else {
                 continue;
             };
             if dfa.is_accepting(after) && dfa.row(after).iter().all(|&t| t == DEAD) {
@@ -1205,8 +1205,14 @@ impl Lexeme {
     }
 
     /// The state `state` reaches at `body`'s closing quote, where it goes
-    /// on as `body` does up to it (see [`Lexeme::body_walk`]).
-    fn after_the_body(&self, state: u32, body: &BodyWalk) -> Option<u32> {
+    /// on as `body` does up to it (see [`Lexeme::body_walk`]). With
+    /// `one_each`, each of the body's states goes with one state of the
+    /// lexeme only: a key's loop does (after the names, one state per
+    /// state of the body), and a search inside a string, whose states a
+    /// body's would all meet, is told apart at its second state, not
+    /// after [`BODY_STATES`] of them (a key body's walk asked of every
+    /// wide loop without a backslash cost more than it saved).
+    fn after_the_body(&self, state: u32, body: &BodyWalk, one_each: bool) -> Option<u32> {
         let dfa = self.dfa();
         let classes = dfa.classes();
         // Each state of the lexeme met, with the body's state it goes on
@@ -1240,6 +1246,7 @@ impl Lexeme {
                         Some(p) if p.1 != y => return None,
                         Some(_) => {}
                         None if pairs.len() >= BODY_STATES => return None,
+                        None if one_each && pairs.iter().any(|p| p.1 == y) => return None,
                         None => pairs.push((x, y)),
                     },
                 }
@@ -1842,13 +1849,20 @@ impl Lexeme {
     /// minimized, whose first character may be narrower): below each
     /// first byte of that step the walk is the loop's.
     fn loop_skeleton(&self, state: u32) -> Option<(Arc<Skeleton>, u32)> {
+        let into = self.loop_into(state)?;
+        let step = *self.runs.step(self.dfa(), into)?;
+        let full = self.trie.max_depth as u32;
+        Some((self.skeletons.get(&self.trie, &step, full), into))
+    }
+
+    /// The loop of [`Lexeme::loop_skeleton`], without its skeleton (a walk
+    /// of the whole trie the first time a grammar asks for its step).
+    fn loop_into(&self, state: u32) -> Option<u32> {
         let dfa = self.dfa();
         let into = self.runs.step(dfa, state)?.to;
         let step = *self.runs.step(dfa, into)?;
-        (step.to == into && self.runs.run(dfa, into) as usize >= self.trie.max_depth).then(|| {
-            let full = self.trie.max_depth as u32;
-            (self.skeletons.get(&self.trie, &step, full), into)
-        })
+        (step.to == into && self.runs.run(dfa, into) as usize >= self.trie.max_depth)
+            .then_some(into)
     }
 
     /// The [`Skeleton`] that serves `state` as the start of a chain: its
