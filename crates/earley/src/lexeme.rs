@@ -850,8 +850,6 @@ enum Body {
 }
 
 impl Body {
-    const ALL: [Body; 2] = [Body::Value, Body::Key];
-
     fn regex(self) -> String {
         match self {
             Body::Value => format!(r#"{}*""#, tokensieve_grammar::json_schema::STRING_CHAR),
@@ -1146,13 +1144,13 @@ impl Lexeme {
     /// to the next key, its separators and spaces), it is the body's with
     /// what the vocabulary's tokens do past each closing quote walked
     /// from that state: the body's exits, a few hundred trie nodes, where
-    /// walking the body again read its 1,500 escapes. Each [`Body`] is
-    /// tried: a value's, then a key's (an object's other keys, then their
-    /// colon: in MaskBench's slow masks, most of the walks through escapes
-    /// left were of these). Past a key's quote, the other keys' lexemes of
-    /// one grammar with the same text after the keys share one walk
-    /// ([`Skeletons`]), as every object's lexeme of them otherwise made
-    /// its own.
+    /// walking the body again read its 1,500 escapes. The [`Body`] asked
+    /// is a value's where the state takes a backslash, else a key's (an
+    /// object's other keys, then their colon: in MaskBench's slow masks,
+    /// most of the walks through escapes left were of these). Past a
+    /// key's quote, the other keys' lexemes of one grammar with the same
+    /// text after the keys share one walk ([`Skeletons`]), as every
+    /// object's lexeme of them otherwise made its own.
     fn body_walk(&self, state: u32) -> Option<Arc<StateIndex>> {
         let vocab = self.skeletons.vocab.as_ref()?;
         if !self.is_wide(state) || self.loop_into(state).is_none() {
@@ -1160,48 +1158,42 @@ impl Lexeme {
         }
         let dfa = self.dfa();
         // A value's body takes a backslash (an escape), a key's does not:
-        // a state that differs from a body there is not asked about it.
-        let takes_backslash = dfa.row(state)[dfa.classes()[b'\\' as usize] as usize] != DEAD;
-        for kind in Body::ALL {
-            if takes_backslash != (kind == Body::Value) {
-                continue;
-            }
-            let Some(body) = vocab.body(kind, &self.trie, self.words) else {
-                continue;
-            };
-            let Some(after) = self.after_the_body(state, body, kind == Body::Key) else {
-                continue;
-            };
-            if dfa.is_accepting(after) && dfa.row(after).iter().all(|&t| t == DEAD) {
-                return Some(body.index.clone());
-            }
-            // Past a key's quote, the language is the text after the keys
-            // (the lexeme is the keys then that text, and the loop is the
-            // keys' own): one walk serves every such lexeme of the grammar.
-            let shared = match (kind, &self.after_keys) {
-                (Body::Key, Some(text)) => Some(text),
-                _ => None,
-            };
-            let Some(text) = shared else {
-                return Some(Arc::new(self.past_the_quote(&body.index, after)));
-            };
-            let known = self
-                .skeletons
-                .past_keys
-                .lock()
-                .expect("key walks")
-                .get(text)
-                .cloned();
-            if let Some(known) = known {
-                return Some(known);
-            }
-            // Made without the lock held: two lexemes may both make it,
-            // and the first is kept.
-            let made = Arc::new(self.past_the_quote(&body.index, after));
-            let mut walks = self.skeletons.past_keys.lock().expect("key walks");
-            return Some(walks.entry(text.clone()).or_insert(made).clone());
+        // the one whose walk may serve is asked.
+        let kind = if dfa.row(state)[dfa.classes()[b'\\' as usize] as usize] != DEAD {
+            Body::Value
+        } else {
+            Body::Key
+        };
+        let body = vocab.body(kind, &self.trie, self.words)?;
+        let after = self.after_the_body(state, body, kind == Body::Key)?;
+        if dfa.is_accepting(after) && dfa.row(after).iter().all(|&t| t == DEAD) {
+            return Some(body.index.clone());
         }
-        None
+        // Past a key's quote, the language is the text after the keys (the
+        // lexeme is the keys then that text, and the loop is the keys'
+        // own): one walk serves every such lexeme of the grammar.
+        let shared = match (kind, &self.after_keys) {
+            (Body::Key, Some(text)) => Some(text),
+            _ => None,
+        };
+        let Some(text) = shared else {
+            return Some(Arc::new(self.past_the_quote(&body.index, after)));
+        };
+        let known = self
+            .skeletons
+            .past_keys
+            .lock()
+            .expect("key walks")
+            .get(text)
+            .cloned();
+        if let Some(known) = known {
+            return Some(known);
+        }
+        // Made without the lock held: two lexemes may both make it, and
+        // the first is kept.
+        let made = Arc::new(self.past_the_quote(&body.index, after));
+        let mut walks = self.skeletons.past_keys.lock().expect("key walks");
+        Some(walks.entry(text.clone()).or_insert(made).clone())
     }
 
     /// The state `state` reaches at `body`'s closing quote, where it goes
