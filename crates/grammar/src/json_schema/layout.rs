@@ -264,18 +264,29 @@ fn pretty(out: &mut String, v: &Value, item: &str, key: &str, indent: Option<u32
 }
 
 /// The values [`json_eq`] finds among, for asking of many values whether
-/// each is one of them: strings (most `enum` values) by a hash set, the
-/// rest one by one. An `enum` of a few thousand strings (real schemas have
-/// them) compared pairwise cost a compile tens of milliseconds.
+/// each is one of them: strings (most `enum` values) by a hash set,
+/// numbers by their value as a double (equal numbers have one; the few
+/// that share it are told apart by [`json_eq`]), the rest one by one. An
+/// `enum` of a few thousand strings (real schemas have them) compared
+/// pairwise cost a compile tens of milliseconds.
 pub(crate) struct JsonSet<'a> {
     strings: hashbrown::HashSet<&'a str>,
+    numbers: hashbrown::HashMap<u64, Vec<&'a Value>>,
     others: Vec<&'a Value>,
+}
+
+/// The bucket of a number in a [`JsonSet`]: its value as a double, zero's
+/// two signs as one.
+fn number_key(n: &serde_json::Number) -> u64 {
+    let x = n.as_f64().unwrap_or(f64::NAN);
+    if x == 0.0 { 0 } else { x.to_bits() }
 }
 
 impl<'a> JsonSet<'a> {
     pub(crate) fn new() -> Self {
         JsonSet {
             strings: hashbrown::HashSet::new(),
+            numbers: hashbrown::HashMap::new(),
             others: Vec::new(),
         }
     }
@@ -285,6 +296,10 @@ impl<'a> JsonSet<'a> {
         match v {
             Value::String(s) => self.strings.insert(s.as_str()),
             _ if self.contains(v) => false,
+            Value::Number(n) => {
+                self.numbers.entry(number_key(n)).or_default().push(v);
+                true
+            }
             _ => {
                 self.others.push(v);
                 true
@@ -297,6 +312,10 @@ impl<'a> JsonSet<'a> {
         match v {
             // A string equals only the same string.
             Value::String(s) => self.strings.contains(s.as_str()),
+            Value::Number(n) => self
+                .numbers
+                .get(&number_key(n))
+                .is_some_and(|same| same.iter().any(|u| json_eq(u, v))),
             _ => self.others.iter().any(|u| json_eq(u, v)),
         }
     }
@@ -397,6 +416,7 @@ mod tests {
     fn json_set_is_json_eq() {
         let values = json!([
             "a", "b", "1", "", 1, 1.0, 2, -0.0, 0, true, false, null, [1, "a"], [1.0, "a"],
+            9007199254740993_u64, 9007199254740992_u64, 9007199254740992.0, -5, -5.0, 1e300,
             {"a": 1, "b": [2]}, {"b": [2.0], "a": 1}, {"a": "1"}, "true", "null"
         ]);
         let values = values.as_array().unwrap();
