@@ -161,10 +161,21 @@ pub fn schema_to_regex_with_limits(
 ) -> Result<String, GrammarError> {
     let schema: serde_json::Value = serde_json::from_str(schema_json)
         .map_err(|e| GrammarError::schema_at("", format!("the schema is not JSON: {e}")))?;
-    on_big_stack(|| lower::lower_document(&schema, options, max_whitespace, limits))
+    let may_embed = may_embed_resources(schema_json);
+    on_big_stack(|| lower::lower_document(&schema, may_embed, options, max_whitespace, limits))
 }
 
 pub use lower::{STRING_CHAR, SchemaGrammar};
+
+/// Whether a schema's text may hold an `$id` (or draft 4's `id`) key, so
+/// that a sub-schema may be a resource of its own: where it cannot,
+/// resolving a `$ref` needs no walk along its pointer looking for one (3%
+/// of a Kubernetes compile). A `\u` escape could spell the key.
+fn may_embed_resources(schema_json: &str) -> bool {
+    ["\"$id\"", "\"id\"", "\\u"]
+        .iter()
+        .any(|key| schema_json.contains(key))
+}
 
 /// The context-free lowering, for a backend that parses recursion: the
 /// same meaning as [`schema_to_regex`], but with no depth bound where the
@@ -189,7 +200,8 @@ pub fn schema_to_grammar(
 ) -> Result<SchemaGrammar, GrammarError> {
     let schema: serde_json::Value = serde_json::from_str(schema_json)
         .map_err(|e| GrammarError::schema_at("", format!("the schema is not JSON: {e}")))?;
-    on_big_stack(|| lower::lower_document_cf(&schema, options, max_whitespace, limits))
+    let may_embed = may_embed_resources(schema_json);
+    on_big_stack(|| lower::lower_document_cf(&schema, may_embed, options, max_whitespace, limits))
 }
 
 impl SchemaGrammar {

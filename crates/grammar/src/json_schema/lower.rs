@@ -115,6 +115,33 @@ impl<'a> Node<'a> {
     }
 }
 
+/// A JSON pointer token as the key it names (`~1` is `/`, `~0` is `~`).
+fn unescape_token(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.contains('~') {
+        token.replace("~1", "/").replace("~0", "~").into()
+    } else {
+        token.into()
+    }
+}
+
+/// The value at JSON pointer `fragment` (decoded) below `from`, and its
+/// pointer written canonically.
+fn follow_pointer<'a>(from: &'a Value, fragment: &str) -> Option<(&'a Value, String)> {
+    let mut target = from;
+    let mut canonical = String::new();
+    for token in fragment.split('/').skip(1) {
+        let token = unescape_token(token);
+        target = match target {
+            Value::Object(map) => map.get(&*token),
+            Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        }?;
+        canonical.push('/');
+        push_pointer_token(&mut canonical, &token);
+    }
+    Some((target, canonical))
+}
+
 /// `token` escaped as a JSON pointer writes it (`~` as `~0`, `/` as `~1`).
 fn push_pointer_token(out: &mut String, token: &str) {
     if !token.contains(['~', '/']) {
@@ -415,6 +442,9 @@ pub(crate) struct Lowerer<'a> {
     /// How many [`Lowerer::expand`]s are under way: a node expanded inside
     /// another is part of it, not a source of its own.
     expanding: u32,
+    /// Whether a sub-schema may have an `$id` of its own (the document's
+    /// text holds the key): else no `$ref` is looked for in one.
+    pub(crate) may_embed: bool,
     /// What is left of the document's budget for checking `enum` values
     /// ([`super::validate::MAX_VALIDATE_DOCUMENT_STEPS`]).
     pub validate_steps_left: u64,
@@ -506,11 +536,13 @@ pub struct SchemaGrammar {
 
 pub(crate) fn lower_document(
     schema: &Value,
+    may_embed: bool,
     options: &SpecOptions,
     max_whitespace: u32,
     limits: &LoweringLimits,
 ) -> Result<String, GrammarError> {
     let mut lowerer = Lowerer::new(schema, options, max_whitespace, limits)?;
+    lowerer.may_embed = may_embed;
     let root = Node {
         v: schema,
         ptr: String::new(),
@@ -529,11 +561,13 @@ pub(crate) fn lower_document(
 /// recursion and unbounded values as rules.
 pub(crate) fn lower_document_cf(
     schema: &Value,
+    may_embed: bool,
     options: &SpecOptions,
     max_whitespace: u32,
     limits: &LoweringLimits,
 ) -> Result<SchemaGrammar, GrammarError> {
     let mut lowerer = Lowerer::new(schema, options, max_whitespace, limits)?;
+    lowerer.may_embed = may_embed;
     lowerer.rules = Some(Rules::default());
     let root = Node {
         v: schema,
@@ -722,6 +756,7 @@ impl<'a> Lowerer<'a> {
             scope: Vec::new(),
             next_node_id: 0,
             expanding: 0,
+            may_embed: true,
             validate_steps_left: super::validate::MAX_VALIDATE_DOCUMENT_STEPS,
         })
     }
@@ -1202,14 +1237,21 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Resolves a `$ref` within the document: `#`, `#/json/pointer`, or the
-    /// document's own `$id` followed by one of those.
+    /// document's own `$id` followed by one of those. A fragment written
+    /// inside an embedded resource (a sub-schema with an `$id` of its own)
+    /// is that resource's: looked up from it first, then (what authors of
+    /// real schemas often mean, and the only reading left) from the root.
     pub(crate) fn resolve(
         &self,
         reference: &str,
         ref_ptr: &str,
     ) -> Result<(&'a Value, String), GrammarError> {
+        let mut fragment_only = false;
         let fragment = match reference.find('#') {
-            Some(0) => &reference[1..],
+            Some(0) => {
+                fragment_only = true;
+                &reference[1..]
+            }
             Some(i) => {
                 let base = &reference[..i];
                 let own_id = ["$id", "id"]
@@ -1238,26 +1280,43 @@ impl<'a> Lowerer<'a> {
                 format!("`$ref` to an anchor ({reference:?})"),
             ));
         }
-        let mut target = self.root;
-        let mut canonical = String::new();
-        for token in fragment.split('/').skip(1) {
-            let token: std::borrow::Cow<str> = if token.contains('~') {
-                token.replace("~1", "/").replace("~0", "~").into()
-            } else {
-                token.into()
-            };
-            target = match target {
-                Value::Object(map) => map.get(&*token),
-                Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                GrammarError::schema_at(ref_ptr, format!("`$ref` {reference:?} points to nothing"))
-            })?;
-            canonical.push('/');
-            push_pointer_token(&mut canonical, &token);
+        if fragment_only
+            && let Some((resource, at)) = self.resource_of(ref_ptr)
+            && let Some((target, path)) = follow_pointer(resource, &fragment)
+        {
+            return Ok((target, at + &path));
         }
-        Ok((target, canonical))
+        follow_pointer(self.root, &fragment).ok_or_else(|| {
+            GrammarError::schema_at(ref_ptr, format!("`$ref` {reference:?} points to nothing"))
+        })
+    }
+
+    /// The innermost sub-schema with an `$id` of its own (not an anchor)
+    /// on the way from the root to `ptr`, and its pointer.
+    fn resource_of(&self, ptr: &str) -> Option<(&'a Value, String)> {
+        if !self.may_embed {
+            return None;
+        }
+        let mut node = self.root;
+        let mut at = String::new();
+        let mut found = None;
+        for token in ptr.split('/').skip(1) {
+            let token = unescape_token(token);
+            node = match node {
+                Value::Object(map) => map.get(&*token)?,
+                Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+                _ => return found,
+            };
+            at.push('/');
+            push_pointer_token(&mut at, &token);
+            let id = ["$id", "id"]
+                .iter()
+                .find_map(|k| node.get(*k).and_then(Value::as_str));
+            if id.is_some_and(|id| !id.starts_with('#')) {
+                found = Some((node, at.clone()));
+            }
+        }
+        found
     }
 
     fn keywords(

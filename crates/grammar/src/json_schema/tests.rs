@@ -2148,3 +2148,45 @@ fn an_extra_members_key_is_one_verbatim_rule_per_set_of_names() {
         ],
     );
 }
+
+/// A `$ref` fragment inside a sub-schema with an `$id` of its own points
+/// into that resource (the root's `$defs/x` is another schema); one the
+/// resource does not hold is read from the root, as real schemas mean it
+/// (Github_medium o47944 points from inside `"id": "schema/resource"` to
+/// `#/definitions/resource/...`). An anchor-like `$id` is no resource.
+#[test]
+fn a_fragment_inside_an_embedded_resource_is_the_resources() {
+    let schema = json!({
+        "$defs": {"x": {"type": "string"}, "only_root": {"type": "boolean"}},
+        "definitions": {"x": {"type": "string"}},
+        "type": "object",
+        "properties": {
+            "inner": {"$id": "http://example.com/inner", "$defs": {"x": {"type": "integer"}},
+                      "$ref": "#/$defs/x"},
+            "legacy": {"id": "legacy", "definitions": {"x": {"type": "null"}},
+                       "properties": {"y": {"$ref": "#/definitions/x"}}},
+            "root": {"$id": "http://example.com/r", "$ref": "#/$defs/only_root"},
+            "anchor": {"$id": "#here", "$defs": {"x": {"type": "integer"}}, "$ref": "#/$defs/x"}
+        }
+    });
+    check_both(
+        schema,
+        &[
+            r#"{"inner": 1, "legacy": {"y": null}, "root": true, "anchor": "s"}"#,
+            "{}",
+        ],
+        &[
+            r#"{"inner": "s"}"#,
+            r#"{"legacy": {"y": "s"}}"#,
+            r#"{"root": "s"}"#,
+            r#"{"anchor": 1}"#,
+        ],
+    );
+    // The key spelled with an escape is the same keyword.
+    let escaped = r##"{"$defs": {"x": {"type": "string"}}, "properties": {"inner":
+        {"\u0024id": "http://example.com/inner", "$defs": {"x": {"type": "integer"}},
+         "$ref": "#/$defs/x"}}}"##;
+    let text = schema_to_regex(escaped, &SpecOptions::default(), 2).unwrap();
+    let r = Regex::new(&format!("^(?:{text})$")).unwrap();
+    assert!(r.is_match(r#"{"inner":1}"#) && !r.is_match(r#"{"inner":"s"}"#));
+}
