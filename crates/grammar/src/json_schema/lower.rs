@@ -997,6 +997,16 @@ impl<'a> Lowerer<'a> {
         self.resolve(reference, &node.at("$ref")).map(Some)
     }
 
+    /// Kinds outside which `node` has no value: those its own `type` and
+    /// its `$ref` target's allow (all where neither says).
+    fn own_types(&self, node: &Node<'a>) -> u8 {
+        let target = match node.v.get("$ref") {
+            Some(Value::String(reference)) => self.resolve(reference, &node.at("$ref")).ok(),
+            _ => None,
+        };
+        declared_types(node.v) & target.map_or(ALL_TYPES, |(t, _)| declared_types(t))
+    }
+
     /// In context-free mode, a node that is only a `$ref` to a sub-schema
     /// whose language is big: the target's rule, so that each definition is
     /// written once however many places use it (inlined, a schema that uses
@@ -1829,6 +1839,7 @@ impl<'a> Lowerer<'a> {
         if m.disjunctions.is_empty() {
             return self.lower_simple(m, level);
         }
+        self.drop_repeated_disjunctions(&mut m);
         let disjunction = m.disjunctions.remove(0);
         let mut alternatives = Vec::new();
         let mut shapes = Vec::new();
@@ -1930,6 +1941,42 @@ impl<'a> Lowerer<'a> {
         Ok(rx::alt(alternatives))
     }
 
+    /// Drops from `m` each disjunction that repeats an earlier one (`X ∧ X =
+    /// X`): a member named by `properties` and matched by a
+    /// `patternProperties` that says the same `anyOf` of its items would
+    /// otherwise be split into every pair of branches, each written out.
+    /// Not where an `unevaluated*` keyword counts what the branches of each
+    /// evaluate.
+    fn drop_repeated_disjunctions(&self, m: &mut Merged<'a>) {
+        if m.disjunctions.len() < 2 || !m.uneval_props.is_empty() || !m.uneval_items.is_empty() {
+            return;
+        }
+        let mut i = 1;
+        while i < m.disjunctions.len() {
+            let (earlier, rest) = m.disjunctions.split_at(i);
+            if earlier.iter().any(|d| self.same_disjunction(d, &rest[0])) {
+                m.disjunctions.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Whether two disjunctions hold the same values: both `oneOf` or both
+    /// `anyOf`, branch by branch either the same `$ref` target or equal
+    /// schemas that refer to nothing (a reference's meaning depends on
+    /// where it is written).
+    fn same_disjunction(&self, a: &Disjunction<'a>, b: &Disjunction<'a>) -> bool {
+        a.one_of == b.one_of
+            && a.branches.len() == b.branches.len()
+            && a.branches.iter().zip(&b.branches).all(|(x, y)| {
+                match (self.pure_ref(x), self.pure_ref(y)) {
+                    (Ok(Some((_, p))), Ok(Some((_, q)))) => p == q,
+                    _ => x.v == y.v && !refers(x.v),
+                }
+            })
+    }
+
     /// One branch of a disjunction conjoined with the rest, and (for `oneOf`)
     /// an over-approximation of its values (`None`: provably no value).
     ///
@@ -1970,17 +2017,31 @@ impl<'a> Lowerer<'a> {
                 return Ok((lang, shape));
             }
         }
+        // Where the rest of the conjunction adds nothing the branch does not
+        // say itself (`"items": {"type": "object", "anyOf": [{"$ref": ..},
+        // ..]}`, the targets objects), the branch's language is its own:
+        // lowered as a node, it is cached and shared as a rule like any
+        // sub-schema, not written out again at every place that lists it.
+        let alone = self.unbounded() && mb.only_types() && mb.negated.is_empty();
+        let alone = alone && mb.uneval_props.is_empty() && mb.uneval_items.is_empty();
+        let alone = alone && self.own_types(&branch) & !mb.types == 0;
         let pruned_before = self.pruned;
-        if !self.expand_under(&mut mb, branch, origin)? {
-            let shape = (self.pruned != pruned_before).then(Shape::any);
-            return Ok((Lang::Never, shape));
-        }
-        let shape = if want_shape {
-            Some(self.shape_of_merged(&mb, 0))
+        let saved = self.ref_stack.len();
+        let (lang, shape) = if alone && !want_shape {
+            (self.lower_nodes(vec![branch], level)?, None)
+        } else if !self.expand_under(&mut mb, branch.clone(), origin)? {
+            (Lang::Never, (self.pruned != pruned_before).then(Shape::any))
         } else {
-            None
+            let shape = want_shape.then(|| self.shape_of_merged(&mb, 0));
+            let lang = if alone {
+                // What the expansion entered is not an ancestor of the node.
+                self.ref_stack.truncate(saved);
+                self.lower_nodes(vec![branch], level)?
+            } else {
+                self.lower_merged(mb, level)?
+            };
+            (lang, shape)
         };
-        let lang = self.lower_merged(mb, level)?;
         Ok((lang, shape))
     }
 
@@ -2751,6 +2812,20 @@ fn declared_types(schema: &Value) -> u8 {
         .get("type")
         .and_then(|t| type_mask(t, "").ok())
         .unwrap_or(ALL_TYPES)
+}
+
+/// Whether `schema` holds a reference or a base for one anywhere in it.
+fn refers(schema: &Value) -> bool {
+    match schema {
+        Value::Object(obj) => obj.iter().any(|(k, v)| {
+            matches!(
+                k.as_str(),
+                "$ref" | "$dynamicRef" | "$recursiveRef" | "$id" | "id" | "$anchor"
+            ) || refers(v)
+        }),
+        Value::Array(items) => items.iter().any(refers),
+        _ => false,
+    }
 }
 
 /// The kinds a `type` keyword allows.

@@ -2149,6 +2149,94 @@ fn an_extra_members_key_is_one_verbatim_rule_per_set_of_names() {
     );
 }
 
+/// Lists of authors or references (an `anyOf` of two `$ref`s), the `anyOf`
+/// said once or twice. (WashingtonPost's schemas say it twice for one
+/// member, by `properties` and by a `patternProperties` matching every key.)
+fn credits(twice: bool) -> Value {
+    let author: serde_json::Map<String, Value> = (0..8)
+        .map(|i| (format!("a{i}"), json!({"type": "string"})))
+        .chain([("name".to_string(), json!({"type": "string"}))])
+        .collect();
+    let either = json!({"anyOf": [{"$ref": "#/$defs/author"}, {"$ref": "#/$defs/ref"}]});
+    let items = if twice {
+        json!({"type": "object", "allOf": [either, either]})
+    } else {
+        json!({"type": "object", "anyOf": either["anyOf"]})
+    };
+    let list = json!({"type": "array", "items": items});
+    json!({
+        "$defs": {
+            "author": {"type": "object", "properties": author, "required": ["name"],
+                       "additionalProperties": false},
+            "ref": {"type": "object", "properties": {"id": {"type": "string"}},
+                    "required": ["id"], "additionalProperties": false}
+        },
+        "type": "object",
+        "properties": {"by": list, "photos_by": list}
+    })
+}
+
+/// `X ∧ X = X`: a disjunction met twice in one conjunction is split once,
+/// and its branches (the rest adding no more than a `type` they keep to)
+/// are lowered as nodes: each `$ref` target a rule written once. Split into
+/// every pair of branches, `credits(true)` wrote its author object in
+/// eight copies.
+#[test]
+fn a_repeated_disjunction_is_split_once_into_shared_rules() {
+    let written = |schema: &Value| {
+        let g = schema_to_grammar(
+            &schema.to_string(),
+            &SpecOptions::default(),
+            2,
+            &LoweringLimits::default(),
+        )
+        .unwrap();
+        let text = g.root.len() + g.rules.iter().map(String::len).sum::<usize>();
+        (text, g.rule_sources)
+    };
+    let (once, _) = written(&credits(false));
+    let (twice, sources) = written(&credits(true));
+    assert!(sources.iter().any(|s| s == "/$defs/author"), "{sources:?}");
+    assert!(twice < once + once / 2, "{twice} bytes against {once}");
+    let valid = r#"{"by": [{"a3": "x", "name": "n"}, {"id": "1"}], "photos_by": []}"#;
+    let wrong = [
+        r#"{"by": [{"id": "1", "name": "n"}]}"#,
+        r#"{"by": [{"a3": "x"}]}"#,
+        r#"{"photos_by": [[]]}"#,
+    ];
+    check_both(credits(true), &[valid, "{}"], &wrong);
+}
+
+/// Disjunctions that only look alike are both kept: an `anyOf` and a
+/// `oneOf` of the same branches, and the same `$ref` text under two bases.
+#[test]
+fn disjunctions_alike_in_text_only_are_both_kept() {
+    let branches = json!([{"type": "integer"}, {"type": "number"}]);
+    check_both(
+        json!({"allOf": [{"anyOf": branches}, {"oneOf": branches}]}),
+        &["1.5", "-0.25"],
+        &["1", "0", "\"a\""],
+    );
+    // A plain `$ref`, and one with more beside it.
+    for x in [
+        json!({"$ref": "#/$defs/x"}),
+        json!({"$ref": "#/$defs/x", "maxLength": 5}),
+    ] {
+        check_both(
+            json!({
+                "$defs": {"x": {"type": "string"}},
+                "allOf": [
+                    {"$id": "http://example.com/inner", "$defs": {"x": {"type": "integer"}},
+                     "anyOf": [x, {"type": "null"}]},
+                    {"anyOf": [x, {"type": "null"}]}
+                ]
+            }),
+            &["null"],
+            &["1", "\"s\""],
+        );
+    }
+}
+
 /// A `$ref` fragment inside a sub-schema with an `$id` of its own points
 /// into that resource (the root's `$defs/x` is another schema); one the
 /// resource does not hold is read from the root, as real schemas mean it
