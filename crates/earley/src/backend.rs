@@ -57,10 +57,11 @@ const COUNTED_BLOCK_WEIGHT: u64 = REPEAT_BLOCK_WEIGHT / 4;
 /// lexeme, such a repetition is taken apart into blocks
 /// ([`REPEAT_BLOCK_WEIGHT`]), one rule each, and what bounds the work is
 /// the expanded size, as before.
-fn schema_limits() -> json_schema::LoweringLimits {
+fn schema_limits(other_keys_unwritten: bool) -> json_schema::LoweringLimits {
     json_schema::LoweringLimits {
         max_repeat: u16::MAX as u32,
         max_expanded_len: 1 << 40,
+        other_keys_unwritten,
         ..json_schema::LoweringLimits::default()
     }
 }
@@ -224,11 +225,13 @@ impl EarleyBackend {
                 lowering.grammar(&self.structural_tag(tag, &constraint.options)?)?
             }
             ConstraintSpec::JsonSchema(schema) => {
+                // Lazy lexemes build an object's other keys from their
+                // names: their text need not be written.
                 let lowered = json_schema::schema_to_grammar(
                     schema,
                     &constraint.options,
                     self.config.max_whitespace,
-                    &schema_limits(),
+                    &schema_limits(self.config.lazy_lexemes),
                 )?;
                 let attempt = |pieces: &PieceGrammar, split: bool| {
                     self.lowering(cancel).pieces(pieces, split)
@@ -320,7 +323,7 @@ impl EarleyBackend {
             schema,
             options,
             self.config.max_whitespace,
-            &schema_limits(),
+            &schema_limits(false),
         )?
         .to_grammar(&GbnfLimits::default())
     }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use regex_syntax::hir::Hir;
 use tokensieve_core::{CancelToken, GrammarError};
 use tokensieve_grammar::counted::LazyCounted;
+use tokensieve_grammar::keys::STAND_IN_MARK;
 use tokensieve_grammar::lazy::LazyDfa;
 use tokensieve_grammar::pieces::{
     Piece as PieceKind, PieceGrammar, Verbatim, regex_text, weight_at_most,
@@ -417,6 +418,12 @@ impl<'a> Lowering<'a> {
             } else if split {
                 let tree = match part {
                     Part::Tree(tree) => tree,
+                    // Keys left unwritten are written now.
+                    Part::Text(Verbatim {
+                        keys: Some(keys), ..
+                    }) if regex.starts_with(STAND_IN_MARK) => {
+                        Arc::new(tokensieve_grammar::dfa::parse(&keys.regex())?)
+                    }
                     Part::Text(_) => Arc::new(tokensieve_grammar::dfa::parse(regex)?),
                 };
                 self.lazy_parts(&tree, max, g)?;

@@ -295,10 +295,25 @@ fn names_written_escaped_let_no_raw_character_into_other_keys() {
 /// An object of many properties takes as the key of its extra members
 /// any string but their names, an automaton built from the names (not
 /// from the long regex written for them): prefixes and extensions of a
-/// name are other keys, a name is its own property's.
+/// name are other keys, a name is its own property's. With lexemes too
+/// small for the key, it is taken apart from its text, which the lowering
+/// left unwritten and is written then.
 #[test]
 fn extra_members_of_a_large_object_take_every_other_key() {
-    let b = backend();
+    let small = EarleyConfig {
+        max_lexeme_states: 24,
+        max_dfa_states: 96,
+        ..EarleyConfig::default()
+    };
+    for config in [EarleyConfig::default(), small] {
+        extra_members_take_every_other_key(EarleyBackend::new(
+            Arc::new(tokensieve_core::vocab::fixtures::json_tiny()),
+            config,
+        ));
+    }
+}
+
+fn extra_members_take_every_other_key(b: EarleyBackend) {
     let mut properties: Vec<String> = (0..40)
         .map(|i| format!("\"alpha_{i}\": {{\"type\": \"integer\"}}"))
         .collect();

@@ -118,6 +118,14 @@ pub struct LoweringLimits {
     /// none: a subset). Default true; a backend may turn it off to retry a
     /// schema whose automaton the members make too big.
     pub pattern_members: bool,
+    /// Whether the context-free result may hold an object's other keys
+    /// unwritten: a verbatim rule whose [`crate::pieces::Verbatim::keys`]
+    /// are the language and whose text is only their
+    /// [`crate::keys::OtherKeys::stand_in`] (writing the text was a tenth
+    /// of a Kubernetes schema's compile). For a backend that builds those
+    /// keys from their names; [`SchemaGrammar::rule_regex`] writes the
+    /// text for any other use. Default false.
+    pub other_keys_unwritten: bool,
 }
 
 impl Default for LoweringLimits {
@@ -131,6 +139,7 @@ impl Default for LoweringLimits {
             max_schema_depth: 128,
             max_rules: 4096,
             pattern_members: true,
+            other_keys_unwritten: false,
         }
     }
 }
@@ -166,6 +175,7 @@ pub fn schema_to_regex_with_limits(
 }
 
 pub use lower::{STRING_CHAR, SchemaGrammar};
+pub(crate) use structure::quoted_key_complement;
 
 /// Whether a schema's text may hold an `$id` (or draft 4's `id`) key, so
 /// that a sub-schema may be a resource of its own: where it cannot,
@@ -230,6 +240,22 @@ impl SchemaGrammar {
         Ok(g)
     }
 
+    /// Rule `i`'s regex: its text, or where the text was left unwritten
+    /// ([`LoweringLimits::other_keys_unwritten`]), the text of its keys.
+    pub fn rule_regex(&self, i: usize) -> std::borrow::Cow<'_, str> {
+        let text = &self.rules[i];
+        if text.starts_with(crate::keys::STAND_IN_MARK)
+            && let Some(keys) = self
+                .verbatim
+                .iter()
+                .find(|(r, _)| *r == i)
+                .and_then(|(_, v)| v.keys.as_ref())
+        {
+            return keys.regex().into();
+        }
+        text.into()
+    }
+
     fn endless(&self) -> GrammarError {
         GrammarError::schema_at(
             "",
@@ -254,10 +280,8 @@ impl SchemaGrammar {
             });
         }
         let root = compose::from_regex(&self.root, limits)?;
-        let rules = self
-            .rules
-            .iter()
-            .map(|r| compose::from_regex(r, limits))
+        let rules = (0..self.rules.len())
+            .map(|i| compose::from_regex(&self.rule_regex(i), limits))
             .collect::<Result<Vec<_>, _>>()?;
         if rules.is_empty() {
             return Ok(root);

@@ -58,6 +58,28 @@ impl OtherKeys {
         &self.names
     }
 
+    /// The key as a regex: the text the lowering writes for these names
+    /// (`quoted_key_complement`), for a consumer that parses it.
+    pub fn regex(&self) -> String {
+        let (lang, _) = crate::json_schema::quoted_key_complement(&self.names);
+        lang.text()
+            .expect("some key is none of the names")
+            .to_owned()
+    }
+
+    /// A text that stands for this key where a grammar's rule holds it
+    /// unwritten ([`crate::json_schema::SchemaGrammar::rule_regex`] writes
+    /// it): no regex the lowering writes begins with a NUL, and the names
+    /// (listed as `Debug` quotes them) are the language.
+    pub fn stand_in(&self) -> String {
+        format!("{STAND_IN_MARK}other keys {:?}", self.names)
+    }
+}
+
+/// The first character of every [`OtherKeys::stand_in`].
+pub const STAND_IN_MARK: char = '\0';
+
+impl OtherKeys {
     /// The names' trie: nodes in the order they were made (a node's
     /// children after it), each with its children by character (in
     /// character order) and whether a name ends there. Node 0 is the

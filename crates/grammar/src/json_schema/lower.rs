@@ -910,6 +910,21 @@ impl<'a> Lowerer<'a> {
         if let Some(&id) = rules.index.get(&key) {
             return placeholder_lang(id);
         }
+        // Heavy keys left unwritten where the backend asks for the names
+        // alone: their text would be longer than `VERBATIM_KEY_MIN_LEN`.
+        if self.limits.other_keys_unwritten
+            && rules.bodies.len() < limit
+            && let Some(verbatim) = super::structure::deferred_key_complement(names)
+            && *rules
+                .placeholders_free
+                .get_or_insert_with(|| !uses_placeholder_range(schema))
+        {
+            let keys = Arc::new(OtherKeys::new(names));
+            let id = rules.add(key, &keys.stand_in());
+            let keys = Some(keys);
+            rules.verbatim.push((id, Verbatim { keys, ..verbatim }));
+            return placeholder_lang(id);
+        }
         let (lang, verbatim) = make();
         if lang.len() < VERBATIM_KEY_MIN_LEN
             || rules.bodies.len() >= limit

@@ -2278,3 +2278,65 @@ fn a_fragment_inside_an_embedded_resource_is_the_resources() {
     let r = Regex::new(&format!("^(?:{text})$")).unwrap();
     assert!(r.is_match(r#"{"inner":1}"#) && !r.is_match(r#"{"inner":"s"}"#));
 }
+
+/// Asked to leave an object's other keys unwritten (for a backend that
+/// builds them from their names), the lowering makes their verbatim rule
+/// of the names and a stand-in text; the rule's regex, written when asked
+/// for, is the key the lowering writes otherwise: the same grammar.
+#[test]
+fn other_keys_left_unwritten_are_the_written_ones() {
+    let properties: serde_json::Map<String, Value> = (0..40)
+        .map(|i| (format!("alpha_{i}"), json!({"type": "integer"})))
+        .chain([("ключ".to_string(), json!({"type": "integer"}))])
+        .collect();
+    let schema = json!({"properties": properties, "additionalProperties": {"type": "string"}});
+    let lowered = |unwritten: bool| {
+        let limits = LoweringLimits {
+            other_keys_unwritten: unwritten,
+            ..LoweringLimits::default()
+        };
+        schema_to_grammar(&schema.to_string(), &SpecOptions::default(), 2, &limits).unwrap()
+    };
+    let (written, unwritten) = (lowered(false), lowered(true));
+    let keys_rule = |g: &SchemaGrammar| {
+        let (i, v) = g.verbatim.first().expect("a verbatim rule of the keys");
+        assert!(v.keys.is_some());
+        *i
+    };
+    let (w, u) = (keys_rule(&written), keys_rule(&unwritten));
+    assert!(unwritten.rules[u].starts_with(crate::keys::STAND_IN_MARK));
+    assert!(!written.rules[w].starts_with(crate::keys::STAND_IN_MARK));
+    assert!(unwritten.rules[u].len() < written.rules[w].len());
+    let same = |a: &str, b: &str| {
+        let (a, b) = (
+            Regex::new(&format!("^(?:{a})$")).unwrap(),
+            Regex::new(&format!("^(?:{b})$")).unwrap(),
+        );
+        for key in [
+            "\"alpha_3\"",
+            "\"alpha_\"",
+            "\"alpha_40\"",
+            "\"ключ\"",
+            "\"клю\"",
+            "\"\"",
+        ] {
+            assert_eq!(a.is_match(key), b.is_match(key), "{key}");
+        }
+    };
+    same(&unwritten.rule_regex(u), &written.rule_regex(w));
+    let grammars =
+        [written, unwritten].map(|g| g.to_grammar(&crate::GbnfLimits::default()).unwrap());
+    for text in [
+        r#"{"alpha_3": 1}"#,
+        r#"{"alpha_3": "x"}"#,
+        r#"{"alpha_": "x"}"#,
+        r#"{"alpha_": 1}"#,
+        r#"{"ключ": 1, "клю": "x"}"#,
+        r#"{"": "y"}"#,
+    ] {
+        let verdicts = grammars.each_ref().map(|g| g.accepts(text.as_bytes()));
+        assert_eq!(verdicts[0], verdicts[1], "{text}");
+    }
+    assert!(grammars[1].accepts(br#"{"alpha_": "x"}"#));
+    assert!(!grammars[1].accepts(br#"{"alpha_3": "x"}"#));
+}
