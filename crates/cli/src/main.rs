@@ -5,6 +5,8 @@
 //! input (one line on stderr: missing file, malformed tokenizer/spec, unknown
 //! backend, a spec kind the backend does not support).
 
+#[cfg(feature = "mimalloc")]
+mod alloc;
 mod bench;
 mod common;
 #[cfg(feature = "generate")]
@@ -20,7 +22,7 @@ use std::process::ExitCode;
 /// syntax-tree nodes, and glibc's malloc spent about a third of it.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(

@@ -16,9 +16,13 @@ use tokensieve_core::Constraint;
 use tokensieve_core::hf::HfTokenizer;
 use tokensieve_earley::{EarleyBackend, EarleyConfig};
 
-/// The allocator the CLI runs with, so the profile is of what it spends.
+/// The allocator the CLI runs with (its source), so the profile is of what
+/// it spends.
+#[path = "../../cli/src/alloc.rs"]
+mod alloc;
+
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
