@@ -911,7 +911,8 @@ impl<'a> Lowerer<'a> {
             return placeholder_lang(id);
         }
         // Heavy keys left unwritten where the backend asks for the names
-        // alone: their text would be longer than `VERBATIM_KEY_MIN_LEN`.
+        // alone: a key this heavy is a verbatim rule below anyway (its
+        // text as long as `VERBATIM_KEY_MIN_LEN` but in a few cases).
         if self.limits.other_keys_unwritten
             && rules.bodies.len() < limit
             && let Some(verbatim) = super::structure::deferred_key_complement(names)
@@ -1271,12 +1272,9 @@ impl<'a> Lowerer<'a> {
         reference: &str,
         ref_ptr: &str,
     ) -> Result<(&'a Value, String), GrammarError> {
-        let mut fragment_only = false;
+        let fragment_only = reference.starts_with('#');
         let fragment = match reference.find('#') {
-            Some(0) => {
-                fragment_only = true;
-                &reference[1..]
-            }
+            Some(0) => &reference[1..],
             Some(i) => {
                 let base = &reference[..i];
                 let own_id = ["$id", "id"]
