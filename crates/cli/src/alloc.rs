@@ -13,17 +13,65 @@
 //! even numbers of words): a request within that goes to `mi_malloc`, any
 //! other to the aligned call.
 //!
+//! [`keep_memory`] sets how the process deals with the kernel for memory:
+//! what it frees stays its own, in pages of 4 KB.
+//!
 //! Used by the `tokensieve` binary and by the earley crate's
 //! `examples/compile_profile.rs`, which includes this file so that it
 //! measures the allocator the command runs with.
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::ffi::c_void;
+use std::ffi::{c_int, c_long, c_void};
 
 use libmimalloc_sys::{
     mi_free, mi_malloc, mi_malloc_aligned, mi_realloc, mi_realloc_aligned, mi_zalloc,
     mi_zalloc_aligned,
 };
+
+// Not in `libmimalloc-sys`'s bindings without its `extended` feature (and
+// its constants there lack the purge delay): declared here.
+unsafe extern "C" {
+    fn mi_option_set(option: c_int, value: c_long);
+    #[cfg(test)]
+    fn mi_option_get(option: c_int) -> c_long;
+}
+
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (the 16th
+/// option): how long freed memory waits before it goes back to the OS, in
+/// milliseconds; -1: never.
+const MI_OPTION_PURGE_DELAY: c_int = 15;
+
+#[cfg(target_os = "linux")]
+unsafe extern "C" {
+    fn prctl(option: c_int, ...) -> c_int;
+}
+#[cfg(target_os = "linux")]
+const PR_SET_THP_DISABLE: c_int = 41;
+#[cfg(all(target_os = "linux", test))]
+const PR_GET_THP_DISABLE: c_int = 42;
+
+/// Keeps the kernel's page work off the masks: freed memory is never given
+/// back to the OS (so using it again costs no page fault), and the process
+/// takes no transparent huge pages (a fault on one zeroes 2 MB at once).
+///
+/// Measured with `bench maskbench --backend earley` on all MaskBench files
+/// (2-core VM, THP "madvise", the host taking back memory the guest
+/// frees): by default 2 to 7 masks a run took 4 to 21 ms, each a mask of
+/// 0.2 to 1 ms plus one fault on a huge page (or a purge), at a token that
+/// differs from run to run; with both settings none over 4 ms in nine
+/// runs, the largest 2.4 to 3.9 ms, the same peak memory, and the kernel's
+/// time 2.0 → 0.8 s. With one setting alone such masks remained. Call
+/// once, early, before the work that is timed.
+pub fn keep_memory() {
+    // SAFETY: an option index of mimalloc 3 and a value it documents.
+    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with an option that takes one integer argument; on a
+    // kernel without it the call fails and nothing changes.
+    unsafe {
+        prctl(PR_SET_THP_DISABLE, 1 as std::ffi::c_ulong, 0, 0, 0);
+    }
+}
 
 /// mimalloc, as the global allocator.
 pub struct MiMalloc;
@@ -80,6 +128,22 @@ unsafe impl GlobalAlloc for MiMalloc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After `keep_memory` mimalloc never purges and (on Linux) the
+    /// process takes no transparent huge pages. The option's index is
+    /// checked by its default first (1000 ms in mimalloc 3; no other
+    /// option defaults to that), as no test here sets it before.
+    #[test]
+    fn memory_is_kept_in_small_pages() {
+        // SAFETY: reading an option.
+        assert_eq!(unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }, 1000);
+        keep_memory();
+        // SAFETY: reading an option.
+        assert_eq!(unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }, -1);
+        #[cfg(target_os = "linux")]
+        // SAFETY: prctl with an option that takes no argument.
+        assert_eq!(unsafe { prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) }, 1);
+    }
 
     /// Blocks of every size to a few pages, at each alignment up to a
     /// page, are aligned as asked, keep their bytes through `realloc`

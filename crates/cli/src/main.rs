@@ -59,6 +59,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    #[cfg(feature = "mimalloc")]
+    alloc::keep_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Backends => backends(),

@@ -25,6 +25,7 @@ mod alloc;
 static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    alloc::keep_memory();
     let args: Vec<String> = std::env::args().collect();
     let tok = HfTokenizer::from_file(&args[1])?;
     let reps: usize = args[2].parse()?;
