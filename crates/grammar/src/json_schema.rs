@@ -37,7 +37,7 @@
 //! | `oneOf` | alternation when the branches are provably disjoint (by type, constant values, a required discriminator property, closed property sets or `^literal` pattern prefixes); otherwise each overlapping branch `B_i` is restricted to `B_i ∧ ¬B_j` for the branches it may overlap, when those negations are exact (no keyword's negation dropped); an error otherwise |
 //! | `if`/`then`/`else` | `(if ∧ then) ∨ (¬if ∧ else)`, the negation as for `not` |
 //! | `not` | of `{}`/`true`, `type`, `enum`/`const` (over a finite set, or excluding null, a boolean or strings: a complement of the strings' trie whose characters are spelled one way), `required`, `properties` (some member present with a value its schema rejects), bounds and lengths, applicators that allow everything (`additionalProperties: true`, ...), `anyOf`/`allOf`/`oneOf` (none or two branches hold)/`not`/`$ref` of those |
-//! | `$ref` (`#`, `#/json/pointer`, `$defs`, `definitions`) | inlined; recursion is an error unless `max_depth` bounds its unfolding. Context-free mode: recursion, a plain `$ref` to a definition whose regex is 1 KiB or more, and any other sub-schema whose regex is 512 bytes or more, become rules (written once) |
+//! | `$ref` (`#`, `#/json/pointer`, `$defs`, `definitions`; an embedded resource's URI, its `$id` resolved against its base; an anchor: `$anchor`, `$dynamicAnchor`, `$id: "#name"`) | inlined; another document's URI (nothing is fetched) and `$dynamicRef` are errors; recursion is an error unless `max_depth` bounds its unfolding. Context-free mode: recursion, a plain `$ref` to a definition whose regex is 1 KiB or more, and any other sub-schema whose regex is 512 bytes or more, become rules (written once) |
 //!
 //! Annotations (`title`, `description`, `default`, `examples`, `$comment`,
 //! `deprecated`, `readOnly`, ...) and unknown keywords are ignored.
@@ -78,6 +78,7 @@ mod format;
 mod layout;
 mod lower;
 mod numeric;
+mod resources;
 mod rx;
 mod structure;
 mod unevaluated;

@@ -5,6 +5,7 @@
 
 use super::LoweringLimits;
 use super::layout::{Layout, key_text};
+use super::resources::Resources;
 use super::rx::{self, Lang};
 use crate::keys::OtherKeys;
 use crate::pieces::Verbatim;
@@ -143,7 +144,7 @@ fn follow_pointer<'a>(from: &'a Value, fragment: &str) -> Option<(&'a Value, Str
 }
 
 /// `token` escaped as a JSON pointer writes it (`~` as `~0`, `/` as `~1`).
-fn push_pointer_token(out: &mut String, token: &str) {
+pub(crate) fn push_pointer_token(out: &mut String, token: &str) {
     if !token.contains(['~', '/']) {
         out.push_str(token);
         return;
@@ -445,6 +446,9 @@ pub(crate) struct Lowerer<'a> {
     /// Whether a sub-schema may have an `$id` of its own (the document's
     /// text holds the key): else no `$ref` is looked for in one.
     pub(crate) may_embed: bool,
+    /// The document's resources and anchors, indexed when a `$ref` first
+    /// names one by URI or by anchor.
+    resources: std::cell::OnceCell<Result<Resources, GrammarError>>,
     /// What is left of the document's budget for checking `enum` values
     /// ([`super::validate::MAX_VALIDATE_DOCUMENT_STEPS`]).
     pub validate_steps_left: u64,
@@ -757,6 +761,7 @@ impl<'a> Lowerer<'a> {
             next_node_id: 0,
             expanding: 0,
             may_embed: true,
+            resources: std::cell::OnceCell::new(),
             validate_steps_left: super::validate::MAX_VALIDATE_DOCUMENT_STEPS,
         })
     }
@@ -1262,49 +1267,45 @@ impl<'a> Lowerer<'a> {
         self.keywords(m, &node, obj)
     }
 
-    /// Resolves a `$ref` within the document: `#`, `#/json/pointer`, or the
-    /// document's own `$id` followed by one of those. A fragment written
-    /// inside an embedded resource (a sub-schema with an `$id` of its own)
-    /// is that resource's: looked up from it first, then (what authors of
-    /// real schemas often mean, and the only reading left) from the root.
+    /// Resolves a `$ref` within the document: `#` or `#/json/pointer`, a
+    /// resource's URI (its `$id` resolved against its base) with one of
+    /// those, or an anchor (`#name`, `URI#name`). A pointer fragment
+    /// written alone inside an embedded resource (a sub-schema with an
+    /// `$id` of its own) is that resource's: looked up from it first,
+    /// then (what authors of real schemas often mean, and the only reading
+    /// left) from the root.
     pub(crate) fn resolve(
         &self,
         reference: &str,
         ref_ptr: &str,
     ) -> Result<(&'a Value, String), GrammarError> {
-        let fragment_only = reference.starts_with('#');
-        let fragment = match reference.find('#') {
-            Some(0) => &reference[1..],
-            Some(i) => {
-                let base = &reference[..i];
-                let own_id = ["$id", "id"]
-                    .iter()
-                    .filter_map(|k| self.root.get(*k).and_then(Value::as_str))
-                    .any(|id| id.trim_end_matches('#') == base);
-                if !own_id {
-                    return Err(GrammarError::unsupported_at(
-                        ref_ptr,
-                        format!("`$ref` to another document ({reference:?})"),
-                    ));
-                }
-                &reference[i + 1..]
-            }
-            None => {
+        let pointer_only = reference
+            .strip_prefix('#')
+            .is_some_and(|f| f.is_empty() || f.starts_with('/') || f.starts_with("%2F"));
+        if !pointer_only {
+            let resources = self
+                .resources
+                .get_or_init(|| Resources::index(self.root))
+                .as_ref()
+                .map_err(Clone::clone)?;
+            let Some((at, fragment)) = resources.find(reference, ref_ptr)? else {
                 return Err(GrammarError::unsupported_at(
                     ref_ptr,
                     format!("`$ref` to another document ({reference:?})"),
                 ));
-            }
-        };
-        let fragment = percent_decode(fragment);
-        if !fragment.is_empty() && !fragment.starts_with('/') {
-            return Err(GrammarError::unsupported_at(
-                ref_ptr,
-                format!("`$ref` to an anchor ({reference:?})"),
-            ));
+            };
+            let (resource, _) = follow_pointer(self.root, &at).expect("an indexed pointer");
+            return follow_pointer(resource, &fragment)
+                .map(|(target, path)| (target, at + &path))
+                .ok_or_else(|| {
+                    GrammarError::schema_at(
+                        ref_ptr,
+                        format!("`$ref` {reference:?} points to nothing"),
+                    )
+                });
         }
-        if fragment_only
-            && let Some((resource, at)) = self.resource_of(ref_ptr)
+        let fragment = percent_decode(&reference[1..]);
+        if let Some((resource, at)) = self.resource_of(ref_ptr)
             && let Some((target, path)) = follow_pointer(resource, &fragment)
         {
             return Ok((target, at + &path));
@@ -3037,7 +3038,7 @@ pub(crate) fn is_known_assertion(key: &str) -> bool {
     )
 }
 
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -2340,3 +2340,90 @@ fn other_keys_left_unwritten_are_the_written_ones() {
     assert!(grammars[1].accepts(br#"{"alpha_": "x"}"#));
     assert!(!grammars[1].accepts(br#"{"alpha_3": "x"}"#));
 }
+
+/// A `$ref` may name an embedded resource by its URI (its `$id` resolved
+/// against the base of the resource around it), and a sub-schema by an
+/// anchor (`$anchor`, `$dynamicAnchor`, or an `$id` of the form `#name`)
+/// declared in the resource the reference names (a reference inside a
+/// resource is resolved against it): the same anchor name in two
+/// resources is two schemas.
+#[test]
+fn references_name_resources_by_uri_and_schemas_by_anchor() {
+    let schema = json!({
+        "$id": "http://example.com/root.json",
+        "type": "object",
+        "properties": {
+            "plain": {"$ref": "#int"},
+            "legacy": {"$ref": "#legacy"},
+            "nested": {"$ref": "http://example.com/dir/nested.json#str"},
+            "relative": {"$ref": "dir/nested.json#/$defs/b"},
+            "child": {"$ref": "child1#same"},
+            "dynamic": {"$ref": "#dyn"},
+            "inner": {"$ref": "dir/nested.json#/$defs/c"},
+            "sibling": {"$ref": "dir/nested.json#/$defs/o"}
+        },
+        "$defs": {
+            "i": {"$anchor": "int", "type": "integer"},
+            "l": {"$id": "#legacy", "type": "null"},
+            "n": {"$id": "dir/nested.json", "$defs": {
+                "a": {"$anchor": "str", "type": "string"},
+                "b": {"type": "boolean"},
+                "c": {"$ref": "#str"},
+                "o": {"$ref": "other.json"}
+            }},
+            "ot": {"$id": "dir/other.json", "type": "null"},
+            "c": {"$id": "child1", "allOf": [
+                {"$id": "child2", "$anchor": "same", "type": "number"},
+                {"$anchor": "same", "type": "string"}
+            ]},
+            "d": {"$dynamicAnchor": "dyn", "const": 7}
+        }
+    });
+    check_both(
+        schema,
+        &[
+            r#"{"plain": 1, "legacy": null, "nested": "s", "relative": true, "child": "s", "dynamic": 7, "inner": "s", "sibling": null}"#,
+            "{}",
+        ],
+        &[
+            r#"{"plain": "s"}"#,
+            r#"{"legacy": 1}"#,
+            r#"{"nested": 1}"#,
+            r#"{"relative": "s"}"#,
+            r#"{"child": 1}"#,
+            r#"{"dynamic": 8}"#,
+            r#"{"inner": 1}"#,
+            r#"{"sibling": 1}"#,
+        ],
+    );
+    // An anchor inside a resource is not the document's; a name nobody
+    // declares, a URI no resource has, a name declared twice in one
+    // resource and two resources of one URI are errors naming where.
+    for (schema, at, says) in [
+        (
+            json!({"$ref": "#a", "$defs": {"r": {"$id": "r.json", "$anchor": "a"}}}),
+            "/$ref",
+            "does not declare",
+        ),
+        (json!({"$ref": "#nowhere"}), "/$ref", "does not declare"),
+        (
+            json!({"$ref": "other.json#/x", "$defs": {"r": {"$id": "r.json"}}}),
+            "/$ref",
+            "another document",
+        ),
+        (
+            json!({"$ref": "#a", "$defs": {"x": {"$anchor": "a"}, "y": {"$anchor": "a"}}}),
+            "/$defs/y",
+            "declared twice",
+        ),
+        (
+            json!({"$ref": "x.json", "$defs": {"a": {"$id": "x.json"}, "b": {"$id": "./x.json"}}}),
+            "/$defs/b",
+            "also the resource at",
+        ),
+    ] {
+        let e = grammar_of(schema, &SpecOptions::default()).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(at) && text.contains(says), "{text}");
+    }
+}
