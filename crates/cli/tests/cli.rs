@@ -359,3 +359,47 @@ fn earley_runs_context_free_grammars_and_names_bad_ones() {
     let bad = scratch.file("undefined.gbnf", "root ::= \"a\" item\n");
     assert_bad_input(&walk(&bad, "a"), "line 1, column 14");
 }
+
+/// `bench jsts` runs a suite file as mask walks: a group whose schema
+/// compiles has its tests passed or failed, one whose schema is refused
+/// counts as unsupported, and `--show-failures` names it with the error.
+#[test]
+fn jsts_counts_and_names_refused_groups() {
+    let tok = tokenizer();
+    let scratch = Scratch::new("jsts");
+    let suite = scratch.file(
+        "anchors.json",
+        r##"[
+          {"description": "an anchor", "schema": {"$ref": "#n", "$defs": {"a": {"$anchor": "n", "type": "integer"}}},
+           "tests": [{"description": "an integer", "data": 1, "valid": true},
+                     {"description": "a string", "data": "x", "valid": false}]},
+          {"description": "a dynamic reference", "schema": {"$dynamicRef": "#n"},
+           "tests": [{"description": "anything", "data": 1, "valid": true}]}
+        ]"##,
+    );
+    let o = run(&[
+        "bench",
+        "jsts",
+        "--backend",
+        "earley",
+        "--tokenizer",
+        &tok,
+        "--show-failures",
+        &suite,
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let row = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("| anchors.json") || l.contains("anchors.json |"))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no row for the file: {}", stdout(&o)));
+    // groups, tests, passed, failed, invalidations, unsupported, crashed
+    assert!(row.contains("| 2 | 3 | 2 | 0 | 0 | 1 | 0 |"), "{row}");
+    let err = stderr(&o);
+    assert!(
+        err.contains("UNSUPPORTED")
+            && err.contains("a dynamic reference")
+            && err.contains("$dynamicRef"),
+        "{err}"
+    );
+}

@@ -30,7 +30,8 @@ pub struct JstsArgs {
     /// (its group's tests count as unsupported).
     #[arg(long, default_value_t = 30_000)]
     pub compile_timeout_ms: u64,
-    /// Print every failed test (file, group, test, why).
+    /// Print every failed test (file, group, test, why), and every group
+    /// whose schema did not compile (file, group, the error).
     #[arg(long)]
     pub show_failures: bool,
     /// A backend knob, KEY=VALUE (repeatable), e.g. `walk_cache_bytes=0`
@@ -218,13 +219,22 @@ pub fn run(args: &JstsArgs) -> anyhow::Result<u8> {
                 Some(timeout),
             ) {
                 CompileOutcome::Ready { grammar, .. } => grammar,
-                CompileOutcome::Failed { .. } => {
+                CompileOutcome::Failed { error, .. } => {
                     tally.unsupported += group.tests.len();
+                    if args.show_failures {
+                        eprintln!("UNSUPPORTED {name} / {}: {error}", group.description);
+                    }
                     continue;
                 }
                 CompileOutcome::TimedOut => {
                     tally.unsupported += group.tests.len();
                     tally.timeouts += 1;
+                    if args.show_failures {
+                        eprintln!(
+                            "UNSUPPORTED {name} / {}: compile timed out",
+                            group.description
+                        );
+                    }
                     continue;
                 }
                 CompileOutcome::Panicked { message } => {
