@@ -1282,27 +1282,20 @@ impl<'a> Lowerer<'a> {
         let pointer_only = reference
             .strip_prefix('#')
             .is_some_and(|f| f.is_empty() || f.starts_with('/') || f.starts_with("%2F"));
+        let nothing =
+            || GrammarError::schema_at(ref_ptr, format!("`$ref` {reference:?} points to nothing"));
         if !pointer_only {
-            let resources = self
-                .resources
-                .get_or_init(|| Resources::index(self.root))
-                .as_ref()
-                .map_err(Clone::clone)?;
+            let resources = self.resources().as_ref().map_err(Clone::clone)?;
             let Some((at, fragment)) = resources.find(reference, ref_ptr)? else {
                 return Err(GrammarError::unsupported_at(
                     ref_ptr,
                     format!("`$ref` to another document ({reference:?})"),
                 ));
             };
-            let (resource, _) = follow_pointer(self.root, &at).expect("an indexed pointer");
+            let (resource, _) = follow_pointer(self.root, &at).ok_or_else(nothing)?;
             return follow_pointer(resource, &fragment)
                 .map(|(target, path)| (target, at + &path))
-                .ok_or_else(|| {
-                    GrammarError::schema_at(
-                        ref_ptr,
-                        format!("`$ref` {reference:?} points to nothing"),
-                    )
-                });
+                .ok_or_else(nothing);
         }
         let fragment = percent_decode(&reference[1..]);
         if let Some((resource, at)) = self.resource_of(ref_ptr)
@@ -1310,9 +1303,20 @@ impl<'a> Lowerer<'a> {
         {
             return Ok((target, at + &path));
         }
-        follow_pointer(self.root, &fragment).ok_or_else(|| {
-            GrammarError::schema_at(ref_ptr, format!("`$ref` {reference:?} points to nothing"))
-        })
+        follow_pointer(self.root, &fragment).ok_or_else(nothing)
+    }
+
+    /// The document's resources and anchors, indexed on first use.
+    fn resources(&self) -> &Result<Resources, GrammarError> {
+        self.resources.get_or_init(|| Resources::index(self.root))
+    }
+
+    /// Whether every `$ref` of the document means the same wherever it is
+    /// written: the document embeds no resource (no sub-schema with an
+    /// `$id` of its own), so [`Lowerer::resolve`] may be asked without
+    /// the reference's place (as [`super::validate`] asks).
+    pub(crate) fn one_resource(&self) -> bool {
+        !self.may_embed || self.resources().as_ref().is_ok_and(|r| r.count() == 1)
     }
 
     /// The innermost sub-schema with an `$id` of its own (not an anchor)

@@ -130,6 +130,11 @@ impl Resources {
         }
     }
 
+    /// How many resources the document has (itself included).
+    pub fn count(&self) -> usize {
+        self.resources.len()
+    }
+
     /// The innermost resource whose sub-schema holds the one at `ptr`.
     fn resource_at(&self, mut ptr: &str) -> usize {
         loop {

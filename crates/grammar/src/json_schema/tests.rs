@@ -2427,3 +2427,27 @@ fn references_name_resources_by_uri_and_schemas_by_anchor() {
         assert!(text.contains(at) && text.contains(says), "{text}");
     }
 }
+
+/// The values of an `enum` beside a `$ref` are checked against the
+/// reference's target where the reference is written: inside an embedded
+/// resource, that resource's definition or anchor (the root's of the same
+/// path or name is another schema).
+#[test]
+fn enum_values_meet_references_in_their_resource() {
+    let schema = json!({
+        "$defs": {"x": {"type": "string"}, "y": {"$anchor": "y", "type": "string"}},
+        "properties": {
+            "p": {"$id": "http://example.com/p", "$defs": {"x": {"type": "integer"}},
+                  "properties": {"a": {"$ref": "#/$defs/x"}},
+                  "enum": [{"a": 1}, {"a": "s"}]},
+            "q": {"$id": "http://example.com/q", "$defs": {"y": {"$anchor": "y", "type": "integer"}},
+                  "properties": {"a": {"$ref": "#y"}},
+                  "enum": [{"a": 2}, {"a": "t"}]}
+        }
+    });
+    check_both(
+        schema,
+        &[r#"{"p": {"a": 1}, "q": {"a": 2}}"#, "{}"],
+        &[r#"{"p": {"a": "s"}}"#, r#"{"q": {"a": "t"}}"#],
+    );
+}

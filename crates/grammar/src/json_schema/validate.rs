@@ -223,6 +223,12 @@ impl<'l, 'a> Validator<'l, 'a> {
         let next = depth + 1;
         match key {
             "$ref" => {
+                // Where the document embeds resources, a reference means what
+                // the resource it is written in says, and the check does not
+                // know where it is: undecided.
+                if !self.lowerer.one_resource() {
+                    return None;
+                }
                 let reference = v.as_str()?;
                 let (target, _) = self.lowerer.resolve(reference, "").ok()?;
                 self.at(target, value, next)
