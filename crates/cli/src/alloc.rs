@@ -58,9 +58,9 @@ const PR_GET_THP_DISABLE: c_int = 42;
 /// (2-core VM, THP "madvise", the host taking back memory the guest
 /// frees): by default 2 to 7 masks a run took 4 to 21 ms, each a mask of
 /// 0.2 to 1 ms plus one fault on a huge page (or a purge), at a token that
-/// differs from run to run; with both settings none over 4 ms in nine
-/// runs, the largest 2.4 to 3.9 ms, the same peak memory, and the kernel's
-/// time 2.0 → 0.8 s. With one setting alone such masks remained. Call
+/// differs from run to run; with both settings none over 4 ms in sixteen
+/// runs, the largest 2.3 to 3.9 ms, the same peak memory, and the kernel's
+/// time 2.0 → 0.6–0.8 s. With one setting alone such masks remained. Call
 /// once, early, before the work that is timed.
 pub fn keep_memory() {
     // SAFETY: an option index of mimalloc 3 and a value it documents.
@@ -131,8 +131,8 @@ mod tests {
 
     /// After `keep_memory` mimalloc never purges and (on Linux) the
     /// process takes no transparent huge pages. The option's index is
-    /// checked by its default first (1000 ms in mimalloc 3; no other
-    /// option defaults to that), as no test here sets it before.
+    /// checked by its default first (1000 ms in mimalloc 3; the options
+    /// beside it default to 0 and 1), as no test here sets it before.
     #[test]
     fn memory_is_kept_in_small_pages() {
         // SAFETY: reading an option.
