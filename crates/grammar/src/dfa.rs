@@ -509,6 +509,31 @@ impl ByteDfa {
         Ok(dfa)
     }
 
+    /// Whether no output matches two of `patterns` in full: each
+    /// pattern's DFA once, then the product of each pair (an error past
+    /// `limits`, as for [`ByteDfa::intersection`]).
+    pub fn pairwise_disjoint(patterns: &[&str], limits: &DfaLimits) -> Result<bool, GrammarError> {
+        let mut dfas = Vec::with_capacity(patterns.len());
+        for pattern in patterns {
+            match ByteDfa::build(pattern, limits) {
+                Ok(dfa) => dfas.push(dfa),
+                // A pattern that matches nothing meets no other.
+                Err(e) if e == matches_nothing() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for (i, a) in dfas.iter().enumerate() {
+            for b in &dfas[i + 1..] {
+                match a.product(b, limits) {
+                    Ok(_) => return Ok(false),
+                    Err(e) if e == matches_nothing() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// The product automaton of `self` and `other`: a pair of states
     /// accepts when both do, and dies when either does.
     fn product(&self, other: &ByteDfa, limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {

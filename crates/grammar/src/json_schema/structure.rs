@@ -1235,15 +1235,17 @@ impl<'a> Lowerer<'a> {
         self.intersection_ref(regexes, &ptr)
     }
 
-    /// Members whose keys match the one `patternProperties` pattern of an
+    /// Members whose keys match a `patternProperties` pattern of an
     /// object: `"key": value`, the key in the pattern's language
     /// (characters that need no escape, so the decoded key is the written
     /// one) but the object's named properties, the value under the
-    /// pattern's schema. A subset: keys that match no pattern are not
-    /// generated, and neither is anything for several patterns, whose keys
-    /// would need the patterns' differences; beside named properties, only
-    /// in context-free mode (where the pattern matches a name, the key is
-    /// an intersection).
+    /// pattern's schema. Several patterns are served where no key matches
+    /// two of them (their key languages' DFAs meet nowhere), each with its
+    /// own members. A subset: keys that match no pattern are not
+    /// generated, and neither is anything for patterns that share keys
+    /// (whose values would need both schemas); beside named properties,
+    /// only in context-free mode (where the pattern matches a name, the
+    /// key is an intersection).
     fn pattern_member(
         &mut self,
         m: &Merged<'a>,
@@ -1256,9 +1258,6 @@ impl<'a> Lowerer<'a> {
         if !self.limits.pattern_members {
             return Ok(None);
         }
-        let [(pattern, node)] = part.pattern_props.as_slice() else {
-            return Ok(None);
-        };
         // Beside named properties, only in context-free mode: the regular
         // lowering writes every object as one regex, and members under a
         // pattern beside the named ones double it (past its size limits
@@ -1266,16 +1265,33 @@ impl<'a> Lowerer<'a> {
         if !excluded.is_empty() && !self.context_free() {
             return Ok(None);
         }
-        // Named keys the pattern also matches are no keys of these members.
-        let mut named = Vec::new();
-        for name in excluded {
-            match self.name_matches(pattern, &node.ptr, name) {
-                Ok(true) => named.push(name.clone()),
-                Ok(false) => {}
-                // A pattern the lowering cannot read: no members, as below.
-                Err(_) => return Ok(None),
+        let mut keys = Vec::with_capacity(part.pattern_props.len());
+        for (pattern, node) in &part.pattern_props {
+            // A pattern the lowering cannot read: no members, as below.
+            let Some(key) = self.pattern_key(pattern, node)? else {
+                return Ok(None);
+            };
+            keys.push(key);
+        }
+        if keys.len() > 1 && !self.keys_disjoint(&keys) {
+            return Ok(None);
+        }
+        let mut members = Vec::with_capacity(keys.len());
+        for ((pattern, node), key) in part.pattern_props.iter().zip(keys) {
+            if let Some(member) = self.one_pattern_member(m, pattern, node, key, excluded, level)? {
+                members.push(member);
             }
         }
+        Ok((!members.is_empty()).then(|| rx::alt(members)))
+    }
+
+    /// The keys (unquoted, unescaped) `pattern` matches, or `None` where
+    /// the lowering cannot write them.
+    fn pattern_key(
+        &mut self,
+        pattern: &str,
+        node: &Node<'a>,
+    ) -> Result<Option<Lang>, GrammarError> {
         let Ok(search) = SearchPattern::parse(pattern) else {
             return Ok(None);
         };
@@ -1285,9 +1301,44 @@ impl<'a> Lowerer<'a> {
         {
             return Ok(None);
         }
-        let Ok(key) = search.lower(Universe::JsonUnescaped, 0, None) else {
-            return Ok(None);
+        Ok(search.lower(Universe::JsonUnescaped, 0, None).ok())
+    }
+
+    /// Whether no key is in two of `keys`, decided by their DFAs (not
+    /// decided, within small limits: no).
+    fn keys_disjoint(&self, keys: &[Lang]) -> bool {
+        let limits = crate::dfa::DfaLimits {
+            nfa_size_limit: 1 << 20,
+            dfa_size_limit: 1 << 20,
+            max_dfa_states: 4_096,
+            minimize: false,
         };
+        let texts: Option<Vec<&str>> = keys.iter().map(Lang::text).collect();
+        texts.is_some_and(|texts| {
+            crate::dfa::ByteDfa::pairwise_disjoint(&texts, &limits).unwrap_or(false)
+        })
+    }
+
+    /// The members of one pattern, its keys `key`; `None` where there are
+    /// none or the lowering cannot write them.
+    fn one_pattern_member(
+        &mut self,
+        m: &Merged<'a>,
+        pattern: &str,
+        node: &Node<'a>,
+        key: Lang,
+        excluded: &[String],
+        level: u32,
+    ) -> Result<Option<Lang>, GrammarError> {
+        // Named keys the pattern also matches are no keys of these members.
+        let mut named = Vec::new();
+        for name in excluded {
+            match self.name_matches(pattern, &node.ptr, name) {
+                Ok(true) => named.push(name.clone()),
+                Ok(false) => {}
+                Err(_) => return Ok(None),
+            }
+        }
         let mut nodes = vec![node.clone()];
         nodes.extend(self.unevaluated_member_nodes(m, Member::MatchingPatterns)?);
         // A value schema the lowering cannot serve leaves these members out

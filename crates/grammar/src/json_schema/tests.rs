@@ -2451,3 +2451,45 @@ fn enum_values_meet_references_in_their_resource() {
         &[r#"{"p": {"a": "s"}}"#, r#"{"q": {"a": "t"}}"#],
     );
 }
+
+/// Several `patternProperties` patterns give members of each where no key
+/// matches two of them (decided on their automata, not only their
+/// prefixes); patterns that share keys give none (a shared key's value
+/// would have to meet both schemas), as before.
+#[test]
+fn disjoint_key_patterns_each_give_members() {
+    check_both(
+        json!({
+            "type": "object",
+            "patternProperties": {
+                "^a_": {"type": "integer"},
+                "^b_": {"type": "string"},
+                "^c:([0-3]):x$": {"type": "boolean"},
+                "^c:([0-3]):y$": {"type": "null"}
+            },
+            "additionalProperties": false
+        }),
+        &[
+            "{}",
+            r#"{"a_1": 1, "b_x": "s"}"#,
+            r#"{"b_": "t", "a_": 2, "c:2:x": true, "c:0:y": null}"#,
+        ],
+        &[
+            r#"{"a_1": "s"}"#,
+            r#"{"b_x": 1}"#,
+            r#"{"c:2:x": null}"#,
+            r#"{"c:4:x": true}"#,
+            r#"{"d": 1}"#,
+        ],
+    );
+    // "ab" matches both: no members at all.
+    check_both(
+        json!({
+            "type": "object",
+            "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
+            "additionalProperties": false
+        }),
+        &["{}"],
+        &[r#"{"ab": 1}"#, r#"{"ab": "s"}"#, r#"{"a": 1}"#],
+    );
+}
