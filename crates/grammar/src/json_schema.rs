@@ -21,7 +21,7 @@
 //! | `enum`/`const` beside other keywords | each value checked against the conjunction's schema objects themselves (`validate`: every keyword, `not`/`anyOf`/`oneOf`/`if` and `$ref` included), before anything is split into cases; only values that check cannot decide (`unevaluated*`, a known `format` a string fails, a pattern translated inexactly, a fractional `multipleOf`, ...) go by the language of the rest, and are dropped when that cannot be lowered but other values were found valid |
 //! | `properties`, `required` | members in declared order; optional members may be left out, with commas right for every subset |
 //! | `additionalProperties` | `false`: none; a schema: extra members after the declared ones, keys that are not declared names; `true`/absent: see below |
-//! | `patternProperties` | applied to the declared properties whose name matches; an object with one pattern and no named properties gets members whose (escape-free) keys match it; otherwise no extra members are generated (a subset) |
+//! | `patternProperties` | applied to the declared properties whose name matches; an object's patterns give members whose (escape-free) keys match them where no key matches two patterns (decided on their automata), beside named properties in context-free mode only; keys no pattern matches, and patterns that share keys, get no members (a subset) |
 //! | `propertyNames` | declared names that fail it are not generated; no extra members, but in context-free mode, where an extra key is an intersection rule: a valid name and no declared one |
 //! | `minProperties`/`maxProperties` | when implied by `required`/the declared set, or `minProperties: 1`; `maxProperties` also as a count of the extra members of an object that declares none (else extras are off under it) |
 //! | `dependentRequired`/`dependencies`/`dependentSchemas` | by splitting on whether the trigger is present |
@@ -114,9 +114,9 @@ pub struct LoweringLimits {
     /// Most rules of a context-free result ([`schema_to_grammar`]): one per
     /// recursive sub-schema, plus one for values of any depth. Default 4096.
     pub max_rules: usize,
-    /// Whether an object whose only member keys come from one
-    /// `patternProperties` pattern gets members with matching keys (else
-    /// none: a subset). Default true; a backend may turn it off to retry a
+    /// Whether an object's `patternProperties` patterns (one, or several
+    /// that share no key) give members with matching keys (else none: a
+    /// subset). Default true; a backend may turn it off to retry a
     /// schema whose automaton the members make too big.
     pub pattern_members: bool,
     /// Whether the context-free result may hold an object's other keys
