@@ -1197,6 +1197,10 @@ impl<'a> Lowerer<'a> {
                 Some(key) => key,
                 None => return Ok(None),
             }
+        } else if excluded.is_empty() && m.member_nots.is_empty() {
+            // No name to keep out: any key, escapes included (as an object
+            // of any value writes its keys).
+            Lang::atom(format!("\"{STRING_CHAR}*\""), 4)
         } else {
             self.key_complement(excluded, || quoted_key_complement(excluded))
         };

@@ -2493,3 +2493,29 @@ fn disjoint_key_patterns_each_give_members() {
         &[r#"{"ab": 1}"#, r#"{"ab": "s"}"#, r#"{"a": 1}"#],
     );
 }
+
+/// Extra members of an object with no name to keep out (no declared,
+/// required or forbidden name) take any key, escapes included, as an
+/// object of any value does; beside declared names, a key that spells one
+/// escaped is still no extra key.
+#[test]
+fn extra_keys_with_no_name_to_keep_out_may_be_escaped() {
+    check_both(
+        json!({"type": "object", "additionalProperties": {"type": "string"}}),
+        &[
+            r#"{"Vendor\\Namespace\\": "src/"}"#,
+            r#"{"q\"": "y", "\u00e9t\u00E9": "z", "tab\there": ""}"#,
+            "{}",
+        ],
+        &[r#"{"a\\b": 1}"#, r#"{"\u12": "x"}"#, r#"{"\x": "x"}"#],
+    );
+    check_both(
+        json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "additionalProperties": {"type": "string"}
+        }),
+        &[r#"{"n": 1, "m": "s"}"#],
+        &[r#"{"\u006e": "s"}"#, r#"{"n": "s"}"#],
+    );
+}
