@@ -58,8 +58,9 @@ const PR_GET_THP_DISABLE: c_int = 42;
 /// (2-core VM, THP "madvise", the host taking back memory the guest
 /// frees): by default 2 to 7 masks a run took 4 to 21 ms, each a mask of
 /// 0.2 to 1 ms plus one fault on a huge page (or a purge), at a token that
-/// differs from run to run; with both settings none over 4 ms in nineteen
-/// runs, the largest 2.3 to 3.9 ms, the same peak memory, and the kernel's
+/// differs from run to run; with both settings one mask over 4 ms in
+/// twenty-one runs (4.1 ms, a 30 µs mask once), the largest otherwise 2.3
+/// to 3.9 ms, the same peak memory, and the kernel's
 /// time 2.0 → 0.6–0.8 s. With one setting alone such masks remained. Call
 /// once, early, before the work that is timed.
 pub fn keep_memory() {

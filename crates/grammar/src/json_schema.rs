@@ -53,7 +53,9 @@
 //!   subset). With `strict`, an absent `additionalProperties` means none.
 //!   The context-free mode needs no bound: extra members (and `{}`) take any
 //!   value at any depth, unless `max_depth` is set.
-//!   Extra members come after the declared ones, with plain (escape-free) keys.
+//!   Extra members come after the declared ones, with plain (escape-free) keys
+//!   where the object keeps names out (declared, required, forbidden), any
+//!   key otherwise.
 //! * **Unconstrained values** (`{}`, a property without a type) are JSON
 //!   values nested at most `max_depth`, or [`DEFAULT_FREE_VALUE_DEPTH`]
 //!   levels when it is `None` (a subset).
