@@ -30,6 +30,12 @@ pub(crate) const ALL_TYPES: u8 = 127;
 /// surrogates): what an unconstrained string's body repeats.
 pub const STRING_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u(?:[0-9A-Ca-cEFef][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))"#;
 
+/// Any JSON string, quotes included (keys of an object of any value, or
+/// where no name is kept out).
+pub(crate) fn any_string() -> Lang {
+    Lang::atom(format!("\"{STRING_CHAR}*\""), 4)
+}
+
 /// Regex length from which a definition reached by a plain `$ref` becomes a
 /// rule of the context-free result instead of being written in place.
 const SHARED_RULE_MIN_LEN: usize = 1024;
@@ -720,9 +726,7 @@ pub(crate) fn any_object(
     let empty = Value::Object(Map::new());
     let mut lowerer = Lowerer::new(&empty, options, max_whitespace, limits)?;
     let value = lowerer.any_value(depth - 1, 1)?;
-    let member = lowerer
-        .layout
-        .member(Lang::atom(format!("\"{STRING_CHAR}*\""), 4), value);
+    let member = lowerer.layout.member(any_string(), value);
     let body = rx::seq([
         member.clone(),
         rx::repeat(rx::seq([lowerer.layout.item_sep(0), member]), 0, None),

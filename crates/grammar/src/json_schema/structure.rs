@@ -5,7 +5,7 @@ use super::ecma::{SearchPattern, Universe};
 use super::layout::key_text;
 use super::lower::{
     ARRAY, BOOLEAN, Contains, Dependency, FRACTION, INTEGER, Lowerer, Merged, NULL, Node, OBJECT,
-    STRING, STRING_CHAR, kind_of,
+    STRING, STRING_CHAR, any_string, kind_of,
 };
 use super::numeric::{self, Dec, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang, Prec};
@@ -1200,7 +1200,7 @@ impl<'a> Lowerer<'a> {
         } else if excluded.is_empty() && m.member_nots.is_empty() {
             // No name to keep out: any key, escapes included (as an object
             // of any value writes its keys).
-            Lang::atom(format!("\"{STRING_CHAR}*\""), 4)
+            any_string()
         } else {
             self.key_complement(excluded, || quoted_key_complement(excluded))
         };
@@ -1397,7 +1397,7 @@ impl<'a> Lowerer<'a> {
                 Lang::atom(format!("(?:{INTEGER_RE})"), 4)
             });
         }
-        let string = Lang::atom(format!("\"{STRING_CHAR}*\""), 4);
+        let string = any_string();
         if kinds & STRING != 0 {
             parts.push(string.clone());
         }
