@@ -10,11 +10,17 @@
 //!
 //! | feature | default | what |
 //! |---|---|---|
-//! | `regex-fsm` | yes | Outlines-style backend (`regex-fsm`, alias `outlines`) |
-//! | `earley` | yes | context-free backend (`earley`): any GBNF grammar, `json_object`, regex, choice |
+//! | `regex-fsm` | yes | Outlines-style backend (`regex-fsm`, alias `outlines`): regex, choice, JSON Schema without recursion, regular grammars |
+//! | `earley` | yes | context-free backend (`earley`): JSON Schema (recursive too), any GBNF grammar, `json_object`, regex, choice |
 //! | `reasoner` | yes | unconstrained thinking before a think-end token |
 //! | `cuda` | no | `tokensieve::cuda` mask device (cudarc, loads the driver at run time) |
 //! | `wgpu` | no | `tokensieve::wgpu` mask device (any WebGPU adapter) |
+//!
+//! Beside the re-exports, [`create_backend`] makes a backend by name (in
+//! the reasoner when the config names a think-end token), and
+//! [`bench_protocol`] is the MaskBench timing protocol every benchmark
+//! runner shares (compile on a worker thread with a timeout, walk a test's
+//! tokens, time each mask).
 //!
 //! ## The loop
 //!

@@ -520,7 +520,7 @@ mod cuda {
                 Some(d)
             }
             Err(why) => {
-                report!("skipped: no CUDA device ({why})");
+                tokensieve::skip!("no CUDA device ({why})");
                 None
             }
         }
@@ -669,7 +669,7 @@ mod webgpu {
                 Some(d)
             }
             Err(why) => {
-                report!("skipped: no WebGPU adapter ({why})");
+                tokensieve::skip!("no WebGPU adapter ({why})");
                 None
             }
         }

@@ -114,8 +114,8 @@ fn sample_files() -> Vec<PathBuf> {
         );
         files.extend(names.iter().map(|n| dev.join(n)));
     } else {
-        report!(
-            "skipped: {} not found, only the {} fixture files run",
+        tokensieve::skip!(
+            "{} not found, only the {} fixture files run",
             dev.display(),
             files.len()
         );
@@ -149,7 +149,7 @@ fn maskbench_sample_has_no_invalidation_crash_or_mask_mismatch() {
         .filter(|n| n != "none")
         .collect();
     if backends.is_empty() {
-        report!("skipped: no backend other than `none` is registered");
+        tokensieve::skip!("no backend other than `none` is registered");
         return;
     }
 

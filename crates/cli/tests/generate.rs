@@ -55,10 +55,7 @@ fn model() -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!(
-            "skipped: no model at {} (run scripts/fetch-model.sh)",
-            p.display()
-        );
+        tokensieve::skip!("no model at {} (run scripts/fetch-model.sh)", p.display());
         None
     }
 }

@@ -813,7 +813,7 @@ pub(crate) mod tests {
     #[test]
     fn reads_the_real_smollm2_file() {
         let Some(path) = smollm2_path() else {
-            eprintln!("skipped: no SmolLM2 GGUF (run scripts/fetch-model.sh)");
+            crate::skip!("no SmolLM2 GGUF (run scripts/fetch-model.sh)");
             return;
         };
         let t = GgufTokenizer::from_file(&path).unwrap();

@@ -578,7 +578,7 @@ mod gguf_tests {
             env!("CARGO_MANIFEST_DIR")
         );
         if !Path::new(&path).exists() {
-            eprintln!("skipped: {path} not present");
+            crate::skip!("{path} not present");
             return;
         }
         let text = std::fs::read_to_string(&path).unwrap();
@@ -678,7 +678,7 @@ mod gguf_tests {
     #[test]
     fn smollm2_gguf_encodes_digits_one_by_one() {
         let Some(path) = crate::gguf::tests::smollm2_path() else {
-            eprintln!("skipped: no SmolLM2 GGUF (run scripts/fetch-model.sh)");
+            crate::skip!("no SmolLM2 GGUF (run scripts/fetch-model.sh)");
             return;
         };
         let g = GgufTokenizer::from_file(&path).unwrap();

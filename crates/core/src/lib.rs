@@ -12,13 +12,19 @@
 //! - [`vocab`]: the token id -> bytes table ([`Vocabulary`]); [`hf`] loads it
 //!   from a Hugging Face `tokenizer.json` (feature `hf`, on by default);
 //!   [`gguf`] reads it from the metadata of a GGUF model file.
+//! - [`trie`]: [`TokenTrie`], a vocabulary's grammar tokens as a preorder
+//!   trie, built once per vocabulary and shared by every backend on it.
 //! - [`bitmask`]: [`TokenBitmask`] in the XGrammar/vLLM layout.
 //! - [`device`]: [`MaskDevice`] and the reference [`CpuDevice`].
 //! - [`cache`]: [`GrammarCache`], compiling on a worker pool.
 //! - [`error`]: [`GrammarError`] (build time) and [`StepError`] (step time).
+//! - [`maskbench`]: MaskBench files (schema, valid and invalid instances)
+//!   and the exact instance text MaskBench tokenizes.
+//! - [`none_backend`]: the `none` backend (every token allowed), the floor
+//!   of benchmarks.
+//! - [`testing`]: seeded test data ([`testing::SplitMix64`]) and [`skip!`],
+//!   how a test says what it did not run.
 //!
-//! The `none` backend (every token allowed) is registered here as the
-//! benchmark floor.
 //!
 //! ## Features
 //! - `hf` (default): the [`hf`] loader, which pulls in the `tokenizers` crate.
@@ -36,6 +42,7 @@ pub mod none_backend;
 pub mod registry;
 pub mod spec;
 pub mod testing;
+pub mod trie;
 pub mod vocab;
 
 pub use bitmask::{TokenBitmask, words_for};
@@ -50,6 +57,7 @@ pub use registry::{
 pub use spec::{
     CacheKey, Constraint, ConstraintSpec, SpecKind, SpecOptions, StructuralTag, TagItem, Whitespace,
 };
+pub use trie::TokenTrie;
 pub use vocab::{VocabType, Vocabulary};
 
 // Re-exported so backend crates register without naming `inventory` themselves.

@@ -1,4 +1,41 @@
-//! Deterministic test data for the test suites and benches of every crate.
+//! Deterministic test data for the test suites and benches of every crate,
+//! and [`skip!`](crate::skip): how a test says it did not run.
+
+use std::fmt;
+use std::io::Write as _;
+
+/// The variable naming the file that [`report_skip`] appends each skip to,
+/// one line each (`scripts/test.sh` sets it and sums the file up at the end
+/// of the run).
+pub const SKIP_LOG_VAR: &str = "TOKENSIEVE_SKIP_LOG";
+
+/// Says that the running test skipped (part of) its work, and why: on the
+/// process's stderr itself, which the test harness does not capture, so
+/// the line shows in a plain `cargo test`, and in the file named by
+/// [`SKIP_LOG_VAR`] when it is set. Use it through [`skip!`](crate::skip).
+pub fn report_skip(reason: fmt::Arguments<'_>) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("main");
+    let line = format!("skipped: {test}: {reason}");
+    let _ = writeln!(std::io::stderr(), "{line}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_VAR)
+        && let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// `skip!("{} not found", path.display())`: reports a skip with
+/// [`report_skip`](crate::testing::report_skip).
+#[macro_export]
+macro_rules! skip {
+    ($($arg:tt)*) => {
+        $crate::testing::report_skip(format_args!($($arg)*))
+    };
+}
 
 /// SplitMix64: a tiny, seeded, reproducible generator of test data (not for
 /// anything that needs statistical quality or secrecy).

@@ -57,7 +57,7 @@ fn real() -> Option<&'static [Real]> {
     REAL_TOKENIZERS
         .get_or_init(|| {
             let Some(dir) = shared_dir() else {
-                eprintln!("skipped: ../shared/data/tokenizers is absent");
+                tokensieve_core::skip!("../shared/data/tokenizers is absent");
                 return None;
             };
             let mut out = Vec::new();
@@ -553,7 +553,7 @@ fn real_stop_tokens_by_name_and_overridable() {
 #[test]
 fn phi35_model_vocab_size_pads_with_masked_rows() {
     let Some(dir) = shared_dir() else {
-        eprintln!("skipped: ../shared/data/tokenizers is absent");
+        tokensieve_core::skip!("../shared/data/tokenizers is absent");
         return;
     };
     let tok = HfTokenizer::from_file(dir.join("phi3.5-mini/tokenizer.json"))
@@ -791,11 +791,11 @@ fn real_grammar_token_bytes_re_encode() {
 #[test]
 fn real_load_times() {
     if cfg!(debug_assertions) {
-        eprintln!("skipped: load times are measured in release builds only");
+        tokensieve_core::skip!("load times are measured in release builds only");
         return;
     }
     let Some(dir) = shared_dir() else {
-        eprintln!("skipped: ../shared/data/tokenizers is absent");
+        tokensieve_core::skip!("../shared/data/tokenizers is absent");
         return;
     };
     for &name in REAL {

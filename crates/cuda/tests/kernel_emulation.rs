@@ -69,7 +69,7 @@ fn compiler() -> Option<&'static [String]> {
     match found {
         Ok(cxx) => Some(cxx),
         Err(why) => {
-            report!("skipped: no C++ compiler ({why})");
+            tokensieve_core::skip!("no C++ compiler ({why})");
             None
         }
     }

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokensieve_core::TokenTrie;
 use tokensieve_core::{
     CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
     GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary, Whitespace,
@@ -11,7 +12,8 @@ use tokensieve_core::{
 use tokensieve_grammar::compose::{self, GrammarTag};
 use tokensieve_grammar::pieces::{PieceGrammar, PieceLimits};
 use tokensieve_grammar::regular::choice_regex;
-use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits, TokenTrie, json_schema};
+use tokensieve_grammar::{GbnfLimits, Grammar, RegularLimits};
+use tokensieve_json_schema as json_schema;
 
 use crate::config::EarleyConfig;
 use crate::lexeme::{Lexeme, VocabSkeleton};

@@ -2,8 +2,8 @@
 //! it costs. Through the registry the same knobs are read from
 //! `BackendConfig::options` under the field names.
 
+use tokensieve_automata::DfaLimits;
 use tokensieve_core::{BackendConfig, GrammarError};
-use tokensieve_grammar::DfaLimits;
 
 /// Knobs and limits of the earley backend. Every limit, when exceeded, is an
 /// error naming it (at compile time a `GrammarError::LimitExceeded`, at step

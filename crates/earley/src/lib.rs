@@ -103,7 +103,7 @@ tokensieve_core::inventory::submit! {
     BackendRegistration {
         name: BACKEND_NAME,
         aliases: &[],
-        description: "any context-free GBNF grammar, json_object, regex, choice, structural tags of those: an Earley parser over lexeme DFAs, masks from a token trie",
+        description: "JSON Schema (recursive too), any context-free GBNF grammar, json_object, regex, choice, structural tags of those: an Earley parser over lexeme automata, masks from a token trie",
         factory: |config, vocab| {
             let config = EarleyConfig::from_backend_config(config)?;
             Ok(Arc::new(EarleyBackend::new(vocab, config)))

@@ -13,17 +13,18 @@ use hashbrown::HashMap;
 use std::sync::Arc;
 
 use regex_syntax::hir::Hir;
+use tokensieve_automata::LazyCounted;
+use tokensieve_automata::LazyDfa;
+use tokensieve_automata::STAND_IN_MARK;
+use tokensieve_core::TokenTrie;
 use tokensieve_core::{CancelToken, GrammarError};
-use tokensieve_grammar::counted::LazyCounted;
-use tokensieve_grammar::keys::STAND_IN_MARK;
-use tokensieve_grammar::lazy::LazyDfa;
 use tokensieve_grammar::pieces::{
     Piece as PieceKind, PieceGrammar, Verbatim, regex_text, weight_at_most,
 };
 use tokensieve_grammar::regular::{
     Measure, RuleHirs, terminal_hir, terminal_measure, terminal_regex,
 };
-use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol, TokenTrie};
+use tokensieve_grammar::{Grammar, RegularLimits, RuleId, Symbol};
 
 use crate::config::EarleyConfig;
 use crate::lexeme::{
@@ -421,10 +422,10 @@ impl<'a> Lowering<'a> {
                     // Keys left unwritten are written now.
                     Part::Text(Verbatim {
                         keys: Some(keys), ..
-                    }) if regex.starts_with(STAND_IN_MARK) => {
-                        Arc::new(tokensieve_grammar::dfa::parse(&keys.regex())?)
-                    }
-                    Part::Text(_) => Arc::new(tokensieve_grammar::dfa::parse(regex)?),
+                    }) if regex.starts_with(STAND_IN_MARK) => Arc::new(tokensieve_automata::parse(
+                        &tokensieve_json_schema::other_keys_regex(&keys),
+                    )?),
+                    Part::Text(_) => Arc::new(tokensieve_automata::parse(regex)?),
                 };
                 self.lazy_parts(&tree, max, g)?;
             } else {

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokensieve_automata::lazy;
 use tokensieve_core::{GrammarError, GrammarObject, GrammarStats, StepError};
-use tokensieve_grammar::lazy;
 
 use crate::backend::GrammarInner;
 use crate::lexeme::LexDfa;

@@ -21,9 +21,9 @@ use hashbrown::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
+use tokensieve_automata::DEAD;
 use tokensieve_core::StepError;
-use tokensieve_grammar::TokenTrie;
-use tokensieve_grammar::dfa::DEAD;
+use tokensieve_core::TokenTrie;
 
 use crate::lexeme::{BelowRoom, Lexeme, Runs, StateIndex, TokenSet};
 

@@ -43,7 +43,7 @@ fn tokenizers() -> Option<&'static [Loaded]> {
             let root =
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/tokenizers");
             let Ok(dir) = std::fs::read_dir(&root) else {
-                eprintln!("skipped: {} not found", root.display());
+                tokensieve_core::skip!("{} not found", root.display());
                 return None;
             };
             let mut files: Vec<(String, PathBuf)> = dir
@@ -82,7 +82,7 @@ fn tokenizers() -> Option<&'static [Loaded]> {
                 started.elapsed()
             );
             if loaded.is_empty() {
-                eprintln!("skipped: no tokenizer.json under {}", root.display());
+                tokensieve_core::skip!("no tokenizer.json under {}", root.display());
                 return None;
             }
             Some(loaded)
@@ -364,7 +364,7 @@ fn keys_of_a_large_real_object_on_llama3() {
         return;
     };
     let Some(l) = loaded.iter().find(|l| l.name == "llama3") else {
-        eprintln!("skipped: no llama3 tokenizer");
+        tokensieve_core::skip!("no llama3 tokenizer");
         return;
     };
     let path = format!(
@@ -372,7 +372,7 @@ fn keys_of_a_large_real_object_on_llama3() {
         env!("CARGO_MANIFEST_DIR")
     );
     let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("skipped: {path} not found");
+        tokensieve_core::skip!("{path} not found");
         return;
     };
     let file: serde_json::Value = serde_json::from_str(&text).expect("a MaskBench file");

@@ -1,8 +1,23 @@
 //! # tokensieve-grammar
 //!
-//! The front ends and automata every tokensieve backend shares, the way
-//! `regex-syntax` sits under `regex-automata`: the `regex-fsm` and `earley`
-//! backends both depend on this crate (and on core), never on each other.
+//! Context-free grammars: the IR every front end lowers to, the GBNF
+//! parser, the reference recognizer that is the backends' test oracle, and
+//! the ways a grammar becomes regexes (its regular rules, structural tags)
+//! or is built from them (compose, pieces). It builds on
+//! tokensieve-automata (regex text to automata) and tokensieve-core; the
+//! JSON Schema compiler and both backends build on it.
+//!
+//! ## Which type when
+//!
+//! * Parsing user grammars: [`Grammar::from_gbnf`] (limits in
+//!   [`GbnfLimits`]); checking a string against one: [`Grammar::accepts`].
+//! * A grammar that is regular, for a regex backend: [`Grammar::to_regex`];
+//!   the regular rules of any grammar, as lexemes: [`Grammar::rule_regexes`]
+//!   and [`regular::RuleHirs`] (their syntax trees, no text parsed).
+//! * Regexes with rule references, split around the references only, each
+//!   piece keeping its syntax tree: [`pieces::PieceGrammar`].
+//!
+//! ## Modules
 //!
 //! * [`grammar`]: the grammar IR every front end lowers to. A [`Grammar`] is
 //!   a list of [`Rule`]s, each a list of alternatives, each a sequence of
@@ -26,13 +41,12 @@
 //!   as a grammar), [`compose::splice`] (grammars in place of placeholder
 //!   characters of a skeleton) and [`compose::tagged_grammar`] (structural
 //!   tags whose contents are context-free, for the earley backend).
-//! * [`dfa`]: regex -> [`ByteDfa`], a pruned, minimized byte DFA whose
-//!   live states can all still reach a match (built with `regex-automata`,
-//!   the workspace's one regex engine).
-//! * [`counted`]: [`counted::LazyCounted`], a long counted repetition and
-//!   what follows it as an automaton that counts the copies.
-//! * [`trie`]: [`TokenTrie`], a vocabulary's grammar tokens as a preorder
-//!   trie, built once per vocabulary and shared by every backend on it.
+//! * [`pieces`]: regexes with rule references split only around them, each
+//!   piece keeping its syntax tree; a verbatim rule (the key of an
+//!   object's extra members) kept as its text, unparsed, with the names it
+//!   excludes.
+//! * `testing`: random grammars and strings for the differential tests of
+//!   every backend (seeded; not a stable API).
 //!
 //! ```
 //! use tokensieve_grammar::Grammar;
@@ -52,27 +66,16 @@
 //! [`GrammarError::InvalidGrammar`]: tokensieve_core::GrammarError::InvalidGrammar
 
 pub mod compose;
-pub mod counted;
-pub mod dfa;
 pub mod gbnf;
 pub mod grammar;
-pub mod grow;
-pub mod json_schema;
-pub mod keys;
-pub mod lazy;
-mod minimize;
-mod nfa;
 pub mod pieces;
-pub mod product;
 mod recognizer;
 pub mod regular;
-pub mod syntax;
 #[doc(hidden)]
 pub mod testing;
-pub mod trie;
 
-pub use dfa::{Automaton, ByteDfa, DfaLimits, TextRuns, TextStep};
+pub use compose::GrammarTag;
 pub use gbnf::GbnfLimits;
 pub use grammar::{Alternative, ByteRange, CharClass, Grammar, Rule, RuleId, RuleOrigin, Symbol};
-pub use regular::RegularLimits;
-pub use trie::TokenTrie;
+pub use pieces::{Piece, PieceGrammar, PieceLimits, Verbatim};
+pub use regular::{Measure, RegularLimits, Tag};

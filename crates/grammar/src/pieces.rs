@@ -24,9 +24,9 @@ use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 use tokensieve_core::GrammarError;
 
 use crate::compose::PLACEHOLDER_BASE;
-use crate::counted::LazyCounted;
-use crate::dfa::DfaLimits;
-use crate::keys::OtherKeys;
+use tokensieve_automata::counted::LazyCounted;
+use tokensieve_automata::dfa::DfaLimits;
+use tokensieve_automata::json_keys::OtherKeys;
 
 /// One element of an alternative.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub struct Verbatim {
     pub nullable: bool,
     /// Where the regex is an object's other keys: the names they are
     /// built from, for a backend that builds the automaton from them
-    /// ([`crate::lazy::Part::OtherKeys`]) and never parses the text.
+    /// ([`tokensieve_automata::lazy::Part::OtherKeys`]) and never parses the text.
     pub keys: Option<Arc<OtherKeys>>,
 }
 
@@ -179,7 +179,7 @@ pub fn split_with(
         counted: HashMap::new(),
     };
     // One memo for every text: a definition inlined in two rules is read once.
-    let mut memo = crate::syntax::Memo::default();
+    let mut memo = tokensieve_automata::syntax::Memo::default();
     for (r, v) in verbatim {
         let r = *r;
         let Some(text) = rules.get(r) else {
@@ -239,11 +239,13 @@ fn parse<'a>(
     text: &'a str,
     limits: &PieceLimits,
     i: usize,
-    memo: &mut crate::syntax::Memo<'a>,
+    memo: &mut tokensieve_automata::syntax::Memo<'a>,
 ) -> Result<Hir, GrammarError> {
-    crate::syntax::parse_with(text, limits.max_nest, memo).map_err(|e| GrammarError::InvalidRegex {
-        location: tokensieve_core::Location::None,
-        message: format!("rule {i} of a regex grammar: {e}"),
+    tokensieve_automata::syntax::parse_with(text, limits.max_nest, memo).map_err(|e| {
+        GrammarError::InvalidRegex {
+            location: tokensieve_core::Location::None,
+            message: format!("rule {i} of a regex grammar: {e}"),
+        }
     })
 }
 
@@ -269,7 +271,7 @@ impl PieceGrammar {
     /// can tell are too big ([`weight`]). An error when a literal or a
     /// class does not fit.
     pub fn fit(&mut self, regex: &str, fits: &mut Fits<'_>) -> Result<Vec<Piece>, GrammarError> {
-        let mut memo = crate::syntax::Memo::default();
+        let mut memo = tokensieve_automata::syntax::Memo::default();
         self.fit_tree(parse(regex, &PieceLimits::default(), 0, &mut memo)?, fits)
     }
 

@@ -163,8 +163,8 @@ impl Measure {
         )
     }
 
-    /// The measure of `hir` as built: [`crate::pieces::weight_by`] with
-    /// [`Measure::class`], and the depth, in one reading of the tree (the
+    /// The measure of `hir` as built: `pieces::weight_by` with
+    /// `Measure::class`, and the depth, in one reading of the tree (the
     /// earley lowering measures every piece of a big schema).
     pub fn of(hir: &Hir) -> Measure {
         let (weight, depth) = match hir.kind() {
@@ -319,7 +319,7 @@ impl<'g> RuleHirs<'g> {
         let text = self.regexes[rule.index()]
             .as_deref()
             .expect("only regular rules are built");
-        let hir = crate::dfa::parse(text);
+        let hir = tokensieve_automata::dfa::parse(text);
         self.trees.insert(rule, hir.clone());
         hir
     }
@@ -1302,8 +1302,13 @@ mod tests {
                     "{gbnf}: {built:?} > {m:?}"
                 );
                 let text = dfa(regex);
-                let limits = crate::dfa::tests::limits();
-                let lazy = crate::lazy::LazyDfa::from_hir(&tree, &limits).unwrap();
+                let limits = tokensieve_automata::DfaLimits {
+                    nfa_size_limit: 10 << 20,
+                    dfa_size_limit: 32 << 20,
+                    max_dfa_states: 50_000,
+                    minimize: true,
+                };
+                let lazy = tokensieve_automata::lazy::LazyDfa::from_hir(&tree, &limits).unwrap();
                 let alphabet: [&[u8]; 5] = [b"a", b"b", b"c", "é".as_bytes(), b"\xC3"];
                 for _ in 0..40 {
                     let mut s = Vec::new();
@@ -1314,7 +1319,8 @@ mod tests {
                     for &b in &s {
                         state = lazy.next(state, b);
                     }
-                    let by_tree = state != crate::dfa::DEAD && lazy.is_accepting(state);
+                    let by_tree =
+                        state != tokensieve_automata::dfa::DEAD && lazy.is_accepting(state);
                     assert_eq!(by_tree, full_match(&text, &s), "{gbnf}\n{regex}\non {s:?}");
                 }
                 rules += 1;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokensieve_core::hf::HfTokenizer;
 use tokensieve_core::{GrammarObject, SpecOptions};
-use tokensieve_regex_fsm::{RegexFsmBackend, RegexFsmConfig, json_schema};
+use tokensieve_json_schema as json_schema;
+use tokensieve_regex_fsm::{RegexFsmBackend, RegexFsmConfig};
 
 const WS: &str = r"[ \t\n\r]{0,20}";
 const STRING: &str = r#""([^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*""#;

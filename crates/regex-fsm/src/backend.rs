@@ -3,17 +3,18 @@
 
 use crate::config::RegexFsmConfig;
 use crate::index::{IndexOptions, IndexStats, TokenIndex};
-use crate::json_schema;
 use crate::matcher::RegexMatcher;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokensieve_automata::{ByteDfa, DfaLimits};
+use tokensieve_core::TokenTrie;
 use tokensieve_core::{
     CancelToken, CompiledGrammar, Constraint, ConstraintSpec, GrammarBackend, GrammarError,
     GrammarObject, Location, SpecKind, SpecOptions, StructuralTag, Vocabulary,
 };
-use tokensieve_grammar::dfa::{ByteDfa, DfaLimits};
-use tokensieve_grammar::regular::{RegularLimits, Tag, choice_regex, tagged_text};
-use tokensieve_grammar::trie::TokenTrie;
+use tokensieve_grammar::regular::{choice_regex, tagged_text};
+use tokensieve_grammar::{RegularLimits, Tag};
+use tokensieve_json_schema as json_schema;
 
 /// The spec kinds this backend compiles.
 pub const SUPPORTED_KINDS: [SpecKind; 6] = [

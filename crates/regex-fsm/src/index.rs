@@ -13,9 +13,9 @@ use rayon::prelude::*;
 use region::{Frontier, Region, RegionFinder, RegionWalk, WalkCache};
 use std::collections::HashMap;
 use std::sync::Arc;
+use tokensieve_automata::{ByteDfa, DEAD};
+use tokensieve_core::TokenTrie;
 use tokensieve_core::{CancelToken, GrammarError, Location};
-use tokensieve_grammar::dfa::{ByteDfa, DEAD};
-use tokensieve_grammar::trie::TokenTrie;
 
 /// A row is stored sparse when at most `words / SPARSE_DIVISOR` tokens are
 /// allowed: then filling it (clear + set bits) costs about as much as copying
@@ -1047,9 +1047,9 @@ fn show_bytes(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokensieve_automata::DfaLimits;
     use tokensieve_core::Vocabulary;
     use tokensieve_core::vocab::fixtures;
-    use tokensieve_grammar::dfa::DfaLimits;
 
     fn dfa(pattern: &str) -> ByteDfa {
         ByteDfa::build(
@@ -1078,7 +1078,7 @@ mod tests {
     /// prefixes fall back into the free-text loop after one byte, so their
     /// walks reuse the loop's subtrees (the walk memo).
     fn tagged() -> String {
-        let tag = tokensieve_grammar::regular::Tag {
+        let tag = tokensieve_grammar::Tag {
             trigger: 0,
             regex: "<f=[0-9]{1,3}>".into(),
         };
@@ -1219,7 +1219,7 @@ mod tests {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../../shared/data/tokenizers/llama3/tokenizer.json");
         if !path.is_file() {
-            eprintln!("skipped: {} not found", path.display());
+            tokensieve_core::skip!("{} not found", path.display());
             return;
         }
         let vocab = tokensieve_core::hf::HfTokenizer::from_file(&path)
@@ -1247,7 +1247,7 @@ mod tests {
             };
             let options = tokensieve_core::SpecOptions::default();
             if let Ok(r) =
-                crate::json_schema::schema_to_regex(&file.schema.to_string(), &options, 20)
+                tokensieve_json_schema::schema_to_regex(&file.schema.to_string(), &options, 20)
             {
                 regexes.push(r);
             }

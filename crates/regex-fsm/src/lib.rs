@@ -22,18 +22,19 @@
 //! ## Pipeline and types
 //!
 //! 1. [`RegexFsmBackend::lower`]: `Regex` as is; `Choice` as an alternation of
-//!    escaped strings; `JsonSchema` / `JsonObject` through [`json_schema`],
+//!    escaped strings; `JsonSchema` / `JsonObject` through tokensieve-json-schema's
+//!    `schema_to_regex`,
 //!    with JSON whitespace runs bounded by [`RegexFsmConfig::max_whitespace`];
 //!    `Ebnf` through the GBNF front end of `tokensieve-grammar` and
 //!    `Grammar::to_regex`.
-//! 2. [`ByteDfa`]: `regex-syntax` parses (look-around and back-references
+//! 2. [`ByteDfa`](tokensieve_automata::ByteDfa): `regex-syntax` parses (look-around and back-references
 //!    are `Unsupported` errors with their byte offset), `regex-automata`
 //!    builds a dense DFA anchored at the start that must match the *whole*
 //!    output; states that can no longer reach a match are pruned into the
 //!    dead state (so "alive" always means "can still be completed"), then
 //!    the DFA is minimized. Size limits are `LimitExceeded` errors naming
 //!    the knob.
-//! 3. [`TokenTrie`]: the vocabulary's grammar tokens as a preorder trie,
+//! 3. [`TokenTrie`](tokensieve_core::TokenTrie): the vocabulary's grammar tokens as a preorder trie,
 //!    built once per vocabulary and shared.
 //! 4. [`TokenIndex`]: a state walks the trie depth-first, pruning at dead
 //!    bytes; states that no string as long as the longest token tells apart
@@ -101,7 +102,6 @@ pub use backend::{BuildStats, RegexFsmBackend, RegexGrammar, SUPPORTED_KINDS};
 pub use config::RegexFsmConfig;
 pub use index::{IndexStats, TokenIndex};
 pub use matcher::RegexMatcher;
-pub use tokensieve_grammar::{ByteDfa, TokenTrie, json_schema};
 
 use std::sync::Arc;
 use tokensieve_core::BackendRegistration;

@@ -380,7 +380,7 @@ fn json_specs_go_through_the_lowering() {
     let backend = tiny_backend();
     let schema = r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}"#;
     let constraint = Constraint::json_schema(schema);
-    let expected = tokensieve_regex_fsm::json_schema::schema_to_regex(
+    let expected = tokensieve_json_schema::schema_to_regex(
         schema,
         &constraint.options,
         backend.config().max_whitespace,

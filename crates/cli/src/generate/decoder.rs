@@ -473,7 +473,7 @@ mod tests {
             "/../../../shared/data/tokenizers/llama3/tokenizer.json"
         );
         if !std::path::Path::new(path).exists() {
-            eprintln!("skipped: {path} not present");
+            tokensieve::skip!("{path} not present");
             return;
         }
         let tok = tokensieve::hf::HfTokenizer::from_file(path).unwrap();

@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use tokensieve_grammar::dfa::{ByteDfa, DEAD};
+use tokensieve_automata::{ByteDfa, DEAD};
 
 /// A region holds the states on cycles through its entry of at most this
 /// many transitions (a 4-byte UTF-8 character takes 4, a `\uXXXX` escape 6).

@@ -9,8 +9,8 @@
 //! a fixed sample of it by default, all of it with `TOKENSIEVE_FULL_MASKBENCH=1`.
 //!
 //! ```text
-//! cargo test -p tokensieve-regex-fsm --release --test json_schema_lowering -- --nocapture
-//! TOKENSIEVE_FULL_MASKBENCH=1 cargo test -p tokensieve-regex-fsm --release --test json_schema_lowering -- --nocapture
+//! cargo test -p tokensieve-json-schema --release --test lowering -- --nocapture
+//! TOKENSIEVE_FULL_MASKBENCH=1 cargo test -p tokensieve-json-schema --release --test lowering -- --nocapture
 //! ```
 //!
 //! `TOKENSIEVE_SHOW_REJECTIONS=1` lists the rejected valid instances per
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tokensieve_core::SpecOptions;
 use tokensieve_core::maskbench::MaskBenchFile;
-use tokensieve_regex_fsm::json_schema::schema_to_regex;
+use tokensieve_json_schema::schema_to_regex;
 
 const MAX_WHITESPACE: u32 = 20;
 /// Files checked by default when the full corpus is not asked for.
@@ -282,7 +282,7 @@ fn maskbench_corpus() {
         "/../../../shared/data/maskbench-dev"
     ));
     if !dir.is_dir() {
-        println!("skipped: {} not present", dir.display());
+        tokensieve_core::skip!("{} not present", dir.display());
         return;
     }
     let mut paths = json_files(dir);

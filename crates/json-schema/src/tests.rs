@@ -1247,9 +1247,12 @@ fn integral_constants_of_integer_only_schemas_are_spelled_as_integers() {
 
 /// The context-free lowering as a grammar (checked by the reference
 /// recognizer).
-fn grammar_of(schema: Value, options: &SpecOptions) -> Result<crate::Grammar, GrammarError> {
+fn grammar_of(
+    schema: Value,
+    options: &SpecOptions,
+) -> Result<tokensieve_grammar::Grammar, GrammarError> {
     schema_to_grammar(&schema.to_string(), options, 2, &LoweringLimits::default())?
-        .to_grammar(&crate::GbnfLimits::default())
+        .to_grammar(&tokensieve_grammar::GbnfLimits::default())
 }
 
 #[track_caller]
@@ -1858,7 +1861,7 @@ fn strings_under_constraints_no_one_regex_says_are_intersections() {
             &LoweringLimits::default(),
         )
         .unwrap_or_else(|e| panic!("{schema}: {e}"));
-        let err = g.to_grammar(&crate::GbnfLimits::default());
+        let err = g.to_grammar(&tokensieve_grammar::GbnfLimits::default());
         assert!(
             g.intersections.is_empty() || matches!(err, Err(GrammarError::Unsupported { .. })),
             "{schema}: {err:?}"
@@ -2125,10 +2128,11 @@ fn an_extra_members_key_is_one_verbatim_rule_per_set_of_names() {
         for piece in alternatives.iter().flatten() {
             assert_ne!(
                 *piece,
-                crate::pieces::Piece::Rule(rule + 1),
+                tokensieve_grammar::pieces::Piece::Rule(rule + 1),
                 "rule {i} refers to it"
             );
-            if i != rule + 1 && matches!(piece, crate::pieces::Piece::Verbatim { .. }) {
+            if i != rule + 1 && matches!(piece, tokensieve_grammar::pieces::Piece::Verbatim { .. })
+            {
                 in_place += 1;
             }
         }
@@ -2304,8 +2308,8 @@ fn other_keys_left_unwritten_are_the_written_ones() {
         *i
     };
     let (w, u) = (keys_rule(&written), keys_rule(&unwritten));
-    assert!(unwritten.rules[u].starts_with(crate::keys::STAND_IN_MARK));
-    assert!(!written.rules[w].starts_with(crate::keys::STAND_IN_MARK));
+    assert!(unwritten.rules[u].starts_with(tokensieve_automata::json_keys::STAND_IN_MARK));
+    assert!(!written.rules[w].starts_with(tokensieve_automata::json_keys::STAND_IN_MARK));
     assert!(unwritten.rules[u].len() < written.rules[w].len());
     let same = |a: &str, b: &str| {
         let (a, b) = (
@@ -2324,8 +2328,10 @@ fn other_keys_left_unwritten_are_the_written_ones() {
         }
     };
     same(&unwritten.rule_regex(u), &written.rule_regex(w));
-    let grammars =
-        [written, unwritten].map(|g| g.to_grammar(&crate::GbnfLimits::default()).unwrap());
+    let grammars = [written, unwritten].map(|g| {
+        g.to_grammar(&tokensieve_grammar::GbnfLimits::default())
+            .unwrap()
+    });
     for text in [
         r#"{"alpha_3": 1}"#,
         r#"{"alpha_3": "x"}"#,
@@ -2517,5 +2523,65 @@ fn extra_keys_with_no_name_to_keep_out_may_be_escaped() {
         }),
         &[r#"{"n": 1, "m": "s"}"#],
         &[r#"{"\u006e": "s"}"#, r#"{"n": "s"}"#],
+    );
+}
+
+/// Whether the automata's fast parser reads `text` (and then as
+/// regex-syntax reads it: a difference fails the test).
+fn reads_fast_as_regex_syntax_reads(text: &str) -> bool {
+    let Some(hir) = tokensieve_automata::syntax::parse_fast_only(text, 256) else {
+        return false;
+    };
+    let slow = regex_syntax::ParserBuilder::new()
+        .utf8(true)
+        .nest_limit(256)
+        .build()
+        .parse(text);
+    assert_eq!(Ok(&hir), slow.as_ref(), "{text}");
+    true
+}
+
+/// What the JSON Schema lowering writes for MaskBench's schemas (every
+/// fifth file of `../shared/data/maskbench-dev`, when it is there):
+/// nearly all of it is read fast, and as regex-syntax reads it.
+#[test]
+fn maskbench_lowerings_read_as_regex_syntax_reads_them() {
+    use crate::{LoweringLimits, schema_to_grammar};
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/maskbench-dev");
+    if !dir.is_dir() {
+        tokensieve_core::skip!("{} not found", dir.display());
+        return;
+    }
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the MaskBench folder")
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    paths.sort();
+    let limits = LoweringLimits {
+        max_repeat: u16::MAX as u32,
+        ..LoweringLimits::default()
+    };
+    let (mut fast_texts, mut slow_texts) = (0, 0);
+    for path in paths.iter().step_by(5) {
+        let text = std::fs::read_to_string(path).expect("a MaskBench file");
+        let file: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let schema = file["schema"].to_string();
+        let options = tokensieve_core::SpecOptions::default();
+        let Ok(g) = schema_to_grammar(&schema, &options, 20, &limits) else {
+            continue;
+        };
+        for text in std::iter::once(&g.root).chain(&g.rules) {
+            if reads_fast_as_regex_syntax_reads(text) {
+                fast_texts += 1;
+            } else {
+                slow_texts += 1;
+            }
+        }
+    }
+    eprintln!("{fast_texts} texts read fast, {slow_texts} left to regex-syntax");
+    assert!(
+        fast_texts > 20 * slow_texts,
+        "{fast_texts} texts read fast, {slow_texts} not"
     );
 }

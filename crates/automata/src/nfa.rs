@@ -42,7 +42,7 @@ use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Re
 use regex_syntax::utf8::{Utf8Range, Utf8Sequences};
 use tokensieve_core::{GrammarError, Location};
 
-use crate::keys::OtherKeys;
+use crate::json_keys::OtherKeys;
 pub(crate) use crate::lazy::Part;
 
 /// One byte range of a state and the state it leads to.

@@ -729,13 +729,13 @@ impl LazyProduct {
     }
 
     /// A state whose walks of at most `depth` bytes find what walks from
-    /// `state` find, as [`crate::trie::TokenTrie`] walks do: `state` held
+    /// `state` find, as [`tokensieve_core::trie::TokenTrie`] walks do: `state` held
     /// (the same states of every part, the counted one's count moved to
     /// `min` and kept there at each copy's end, a state of the relaxed
-    /// product, marked by a last element [`HELD`] in its tuple). That
+    /// product, marked by a last element `HELD` in its tuple). That
     /// holds where the count is at least `min` and far enough from `max`
     /// that it does not meet it within `depth` bytes and the
-    /// [`LazyProduct::reach`] after them: every count between reads alike,
+    /// `LazyProduct::reach` after them: every count between reads alike,
     /// and a state a walk meets is live in both, as every state of the
     /// relaxed product that can accept can do so within the reach. A
     /// word count under `maxLength: 300` made a new product state at

@@ -4,12 +4,12 @@
 //! and its rules; with `SHOW=1`, the text itself; with `PIECES=1`, the
 //! pieces the split makes of it (regexes between slashes, rule references).
 //!
-//! `cargo run --release -p tokensieve-grammar --example dump_lowering -- FILE...`
+//! `cargo run --release -p tokensieve-json-schema --example dump_lowering -- FILE...`
 
 use std::time::Instant;
 
 use tokensieve_core::SpecOptions;
-use tokensieve_grammar::json_schema::{LoweringLimits, schema_to_grammar};
+use tokensieve_json_schema::{LoweringLimits, schema_to_grammar};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The earley backend's limits (counted repetitions to 65,535).
@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let parts: Vec<String> = alt
                         .iter()
                         .map(|piece| match piece {
-                            tokensieve_grammar::pieces::Piece::Regex { regex, .. } => {
+                            tokensieve_grammar::Piece::Regex { regex, .. } => {
                                 format!("/{regex}/")
                             }
                             other => format!("{other:?}"),

@@ -3,8 +3,14 @@
 //! subtree in one jump when the DFA dies. Built once per vocabulary and
 //! shared (process-wide, keyed on [`Vocabulary::fingerprint`]).
 
+use crate::Vocabulary;
 use std::sync::{Arc, Mutex, Weak};
-use tokensieve_core::Vocabulary;
+
+/// The first lead byte of a multi-byte UTF-8 character: bit 0 of
+/// [`Below::leads`].
+pub const FIRST_LEAD: u8 = 0xC2;
+/// Every lead byte, `0xC2` to `0xF4`.
+pub const ALL_LEADS: u64 = (1 << (0xF4 - FIRST_LEAD + 1)) - 1;
 
 /// One trie node (the root is node 0 and has no byte).
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +57,7 @@ pub struct Below {
     /// below the node.
     pub ascii: [u64; 2],
     /// Bit `b - 0xC2` set when lead byte `b` (`0xC2` to `0xF4`) is on an
-    /// edge below the node (see [`crate::dfa::TextStep::leads`]).
+    /// edge below the node (see `TextStep::leads` in tokensieve-automata).
     pub leads: u64,
     /// Whether a non-ASCII byte is on an edge below the node.
     pub non_ascii: bool,
@@ -307,8 +313,8 @@ fn below(nodes: &[Node], parent: &[usize]) -> Vec<Below> {
             up.ascii[b as usize / 64] |= 1 << (b % 64);
         } else {
             up.non_ascii = true;
-            if (crate::dfa::FIRST_LEAD..=0xF4).contains(&b) {
-                up.leads |= 1 << (b - crate::dfa::FIRST_LEAD);
+            if (FIRST_LEAD..=0xF4).contains(&b) {
+                up.leads |= 1 << (b - FIRST_LEAD);
             }
         }
         for (d, at) in UTF8_STATES.iter().enumerate() {
@@ -378,7 +384,7 @@ mod tests {
             a.non_ascii && a.utf8,
             "\"ab\" and \"a\u{e9}\" are well-formed"
         );
-        assert_eq!(a.leads, 1 << (0xC3 - crate::dfa::FIRST_LEAD), "é's lead");
+        assert_eq!(a.leads, 1 << (0xC3 - FIRST_LEAD), "é's lead");
         // A character cut short at the end of a token is still a prefix.
         assert!(node(b"b").utf8 && node(b"d").utf8);
         // `E2 28` and a lone continuation byte are not.

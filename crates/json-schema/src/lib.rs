@@ -86,9 +86,10 @@ mod structure;
 mod unevaluated;
 mod validate;
 
-use crate::pieces::{self, PieceGrammar, PieceLimits};
-use crate::{GbnfLimits, Grammar, compose};
+use tokensieve_automata::OtherKeys;
 use tokensieve_core::{GrammarError, SpecOptions};
+use tokensieve_grammar::pieces::{self, PieceGrammar, PieceLimits};
+use tokensieve_grammar::{GbnfLimits, Grammar, compose};
 
 /// How deep values the schema leaves unconstrained may nest when
 /// [`SpecOptions::max_depth`] is `None`.
@@ -122,9 +123,9 @@ pub struct LoweringLimits {
     /// schema whose automaton the members make too big.
     pub pattern_members: bool,
     /// Whether the context-free result may hold an object's other keys
-    /// unwritten: a verbatim rule whose [`crate::pieces::Verbatim::keys`]
+    /// unwritten: a verbatim rule whose [`tokensieve_grammar::pieces::Verbatim::keys`]
     /// are the language and whose text is only their
-    /// [`crate::keys::OtherKeys::stand_in`] (writing the text was a tenth
+    /// [`tokensieve_automata::json_keys::OtherKeys::stand_in`] (writing the text was a tenth
     /// of a Kubernetes schema's compile). For a backend that builds those
     /// keys from their names; [`SchemaGrammar::rule_regex`] writes the
     /// text for any other use. Default false.
@@ -180,6 +181,16 @@ pub fn schema_to_regex_with_limits(
 pub use lower::{STRING_CHAR, SchemaGrammar};
 pub(crate) use structure::quoted_key_complement;
 
+/// The regex text of `keys` (a quoted key that is none of its names): what
+/// the lowering writes for an object's other keys, for a consumer that
+/// parses it rather than building [`OtherKeys`]' automaton from the names.
+pub fn other_keys_regex(keys: &OtherKeys) -> String {
+    let (lang, _) = quoted_key_complement(keys.names());
+    lang.text()
+        .expect("some key is none of the names")
+        .to_owned()
+}
+
 /// Whether a schema's text may hold an `$id` (or draft 4's `id`) key, so
 /// that a sub-schema may be a resource of its own: where it cannot,
 /// resolving a `$ref` needs no walk along its pointer looking for one (3%
@@ -219,7 +230,7 @@ pub fn schema_to_grammar(
 
 impl SchemaGrammar {
     /// The result as a [`PieceGrammar`]: every sub-expression without a
-    /// rule reference stays one regex (see [`crate::pieces`]), so a backend
+    /// rule reference stays one regex (see [`tokensieve_grammar::pieces`]), so a backend
     /// gets the schema's regular parts whole.
     pub fn to_pieces(&self) -> Result<PieceGrammar, GrammarError> {
         self.to_pieces_with(&PieceLimits::default())
@@ -247,14 +258,14 @@ impl SchemaGrammar {
     /// ([`LoweringLimits::other_keys_unwritten`]), the text of its keys.
     pub fn rule_regex(&self, i: usize) -> std::borrow::Cow<'_, str> {
         let text = &self.rules[i];
-        if text.starts_with(crate::keys::STAND_IN_MARK)
+        if text.starts_with(tokensieve_automata::json_keys::STAND_IN_MARK)
             && let Some(keys) = self
                 .verbatim
                 .iter()
                 .find(|(r, _)| *r == i)
                 .and_then(|(_, v)| v.keys.as_ref())
         {
-            return keys.regex().into();
+            return other_keys_regex(keys).into();
         }
         text.into()
     }

@@ -363,7 +363,7 @@ impl LazyCounted {
     }
 
     /// The state whose walks of at most `depth` bytes find what walks from
-    /// `state` find, as [`crate::trie::TokenTrie`] walks do: the same state
+    /// `state` find, as [`tokensieve_core::trie::TokenTrie`] walks do: the same state
     /// of `X` at the count `min`, where `state`'s count is at least `min`
     /// and `depth` copies from `max` (reading `depth` bytes, a walk ends
     /// fewer than `depth` copies later, so it meets neither bound from

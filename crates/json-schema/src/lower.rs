@@ -7,13 +7,13 @@ use super::LoweringLimits;
 use super::layout::{Layout, key_text};
 use super::resources::Resources;
 use super::rx::{self, Lang};
-use crate::keys::OtherKeys;
-use crate::pieces::Verbatim;
 use hashbrown::HashMap;
 use serde_json::{Map, Value};
 use std::rc::Rc;
 use std::sync::Arc;
+use tokensieve_automata::json_keys::OtherKeys;
 use tokensieve_core::{GrammarError, SpecOptions};
+use tokensieve_grammar::pieces::Verbatim;
 
 // JSON value kinds, as bits. Numbers split into integral and non-integral
 // values (`integer` = INTEGER, `number` = INTEGER | FRACTION).
@@ -60,7 +60,7 @@ const SHARED_NODE_MIN_LEN: usize = 512;
 const VERBATIM_KEY_MIN_LEN: usize = 512;
 
 /// Most rules the context-free result may have: the placeholder characters
-/// of plane 15 ([`crate::compose::placeholder`]).
+/// of plane 15 ([`tokensieve_grammar::compose::placeholder`]).
 const MAX_PLACEHOLDERS: usize = 0xFFFE;
 
 /// Most cases a chain of `not`s may split a schema into.
@@ -468,7 +468,7 @@ enum RuleTarget {
     /// Any JSON value.
     AnyValue,
     /// The texts every one of these regexes matches (a string under a
-    /// pattern and a length): a rule of one [`crate::pieces::Piece::Intersection`].
+    /// pattern and a length): a rule of one [`tokensieve_grammar::pieces::Piece::Intersection`].
     Intersection(Vec<String>),
     /// An object key that is none of these names: a verbatim rule (see
     /// [`SchemaGrammar::verbatim`]).
@@ -492,7 +492,7 @@ enum Recursion {
 }
 
 /// The rules of the context-free result. Rule `i` is written in the regex of
-/// another as the character [`placeholder`](crate::compose::placeholder)`(i)`.
+/// another as the character [`placeholder`](tokensieve_grammar::compose::placeholder)`(i)`.
 #[derive(Default)]
 pub(crate) struct Rules {
     index: HashMap<(RuleTarget, u32), usize>,
@@ -518,7 +518,7 @@ impl Rules {
 }
 
 /// The result of the context-free lowering: regexes in which the characters
-/// [`placeholder`](crate::compose::placeholder)`(i)` stand for rule `i`.
+/// [`placeholder`](tokensieve_grammar::compose::placeholder)`(i)` stand for rule `i`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaGrammar {
     /// The regex of a whole document.
@@ -532,13 +532,13 @@ pub struct SchemaGrammar {
     /// The rules that are the intersection of regexes (rule index, the
     /// regexes): no regex can write them, so their text in `rules`
     /// matches nothing, and a consumer that cannot build an intersection
-    /// must refuse the grammar ([`crate::pieces::split_with`] takes them).
+    /// must refuse the grammar ([`tokensieve_grammar::pieces::split_with`] takes them).
     pub intersections: Vec<(usize, Vec<String>)>,
     /// The rules that are one reference-free regex, with what the lowering
     /// knows of them ([`Verbatim`]): the key of an object's extra members,
     /// any string but its property names, which is a big regex of a small
     /// language. Their text in `rules` is the regex; a consumer that takes
-    /// them ([`crate::pieces::split_with`]) keeps the text unparsed in the
+    /// them ([`tokensieve_grammar::pieces::split_with`]) keeps the text unparsed in the
     /// place of each reference, for a backend that parses it only if an
     /// output enters it.
     pub verbatim: Vec<(usize, Verbatim)>,
@@ -663,7 +663,7 @@ pub(crate) fn lower_document_cf(
 
 /// Rule `id` written in a regex: its placeholder character.
 fn placeholder_lang(id: usize) -> Lang {
-    let c = crate::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
+    let c = tokensieve_grammar::compose::placeholder(id).expect("under MAX_PLACEHOLDERS");
     Lang::lit(c.encode_utf8(&mut [0; 4]))
 }
 
@@ -679,7 +679,7 @@ fn uses_placeholder_range(v: &Value) -> bool {
         }
         let lower = s.to_ascii_lowercase();
         s.chars()
-            .any(|c| c as u32 >= crate::compose::PLACEHOLDER_BASE)
+            .any(|c| c as u32 >= tokensieve_grammar::compose::PLACEHOLDER_BASE)
             || lower.contains("\\u{f")
             || lower.contains("\\u{10")
             || [

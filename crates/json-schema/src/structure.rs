@@ -10,11 +10,11 @@ use super::lower::{
 use super::numeric::{self, Dec, INTEGER as INTEGER_RE, Int, NON_INTEGER, NUMBER};
 use super::rx::{self, Lang, Prec};
 use super::unevaluated::Member;
-use crate::keys::is_unescaped_key_char;
-use crate::pieces::Verbatim;
-use crate::regular::class_weight;
 use serde_json::Value;
+use tokensieve_automata::json_keys::is_unescaped_key_char;
 use tokensieve_core::GrammarError;
+use tokensieve_grammar::pieces::Verbatim;
+use tokensieve_grammar::regular::class_weight;
 
 /// Leaves of the divide-and-conquer over optional members: each leaf is a
 /// chain that costs two copies of each member and three nesting levels per
@@ -1229,7 +1229,7 @@ impl<'a> Lowerer<'a> {
         let (Some(names_text), Some(key_text)) = (names.text(), key.text()) else {
             return Ok(None);
         };
-        let is_rule = |c: char| c as u32 >= crate::compose::PLACEHOLDER_BASE;
+        let is_rule = |c: char| c as u32 >= tokensieve_grammar::compose::PLACEHOLDER_BASE;
         if names_text.chars().any(is_rule) {
             return Ok(None);
         }
@@ -1311,7 +1311,7 @@ impl<'a> Lowerer<'a> {
     /// Whether no key is in two of `keys`, decided by their DFAs (not
     /// decided, within small limits: no).
     fn keys_disjoint(&self, keys: &[Lang]) -> bool {
-        let limits = crate::dfa::DfaLimits {
+        let limits = tokensieve_automata::dfa::DfaLimits {
             nfa_size_limit: 1 << 20,
             dfa_size_limit: 1 << 20,
             max_dfa_states: 4_096,
@@ -1319,7 +1319,7 @@ impl<'a> Lowerer<'a> {
         };
         let texts: Option<Vec<&str>> = keys.iter().map(Lang::text).collect();
         texts.is_some_and(|texts| {
-            crate::dfa::ByteDfa::pairwise_disjoint(&texts, &limits).unwrap_or(false)
+            tokensieve_automata::dfa::ByteDfa::pairwise_disjoint(&texts, &limits).unwrap_or(false)
         })
     }
 
@@ -2196,7 +2196,7 @@ mod tests {
             let Lang::Re(rx) = key_complement(excluded).1 else {
                 panic!("no key at all");
             };
-            let tail = format!("{}*", super::super::ecma::UNESCAPED_CLASS);
+            let tail = format!("{}*", crate::ecma::UNESCAPED_CLASS);
             assert_eq!(rx.text.matches(&tail).count(), 1, "{}", rx.text);
             let re = regex_automata::meta::Regex::new(&format!("^(?:{})$", rx.text)).unwrap();
             let alphabet = [
@@ -2214,16 +2214,16 @@ mod tests {
         }
     }
 
-    /// A key built straight from the names ([`crate::keys::OtherKeys`])
+    /// A key built straight from the names ([`tokensieve_automata::json_keys::OtherKeys`])
     /// is the language of the regex written for them, byte for byte:
     /// names that are prefixes of each other, the empty name, characters
     /// of two, three and four bytes, names written escaped; texts with
     /// quotes, backslashes, control characters and bytes no UTF-8 holds.
     #[test]
     fn other_keys_built_from_the_names_are_the_key_complement() {
-        use crate::keys::OtherKeys;
-        use crate::lazy::{LazyDfa, Part};
-        let limits = crate::dfa::DfaLimits {
+        use tokensieve_automata::json_keys::OtherKeys;
+        use tokensieve_automata::lazy::{LazyDfa, Part};
+        let limits = tokensieve_automata::dfa::DfaLimits {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
             max_dfa_states: 50_000,
@@ -2233,7 +2233,7 @@ mod tests {
             let mut at = d.start();
             for &b in bytes {
                 at = d.next(at, b);
-                if at == crate::dfa::DEAD {
+                if at == tokensieve_automata::dfa::DEAD {
                     return false;
                 }
             }
@@ -2347,8 +2347,8 @@ mod tests {
                 assert!(verbatim.weight < DEFERRED_KEYS_WEIGHT, "{names:?}");
             }
             let text = lang.text().expect("a key");
-            let tree = crate::syntax::parse(text, 1 << 12).unwrap();
-            let measure = crate::regular::Measure::of(&tree);
+            let tree = tokensieve_automata::syntax::parse(text, 1 << 12).unwrap();
+            let measure = tokensieve_grammar::regular::Measure::of(&tree);
             assert!(!verbatim.nullable);
             assert_eq!(
                 tree.properties().minimum_len() == Some(0),

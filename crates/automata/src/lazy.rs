@@ -1,5 +1,5 @@
 //! [`LazyDfa`]: a byte DFA whose states are made the first time a walk
-//! reaches them, from the regex's Thompson NFA ([`crate::nfa`], made from
+//! reaches them, from the regex's Thompson NFA (`crate::nfa`, made from
 //! the syntax tree in one pass). Compiling it costs the NFA only; a
 //! grammar whose lexemes have thousands of states between them
 //! pays, at each step, only for the states that step reaches (the idea of
@@ -7,7 +7,7 @@
 //! stable state ids, shared by threads, and states that can never accept
 //! cut off: every live state can still reach an accepting one). A set's
 //! threads whose texts a wide loop of the set reads too are left out of it
-//! ([`LazyDfa::prune`]): after a search's match, one state, not one per
+//! (`LazyDfa::prune`): after a search's match, one state, not one per
 //! partial match going on.
 //!
 //! Made for regexes without look-around (anchors, word boundaries); those
@@ -26,7 +26,7 @@ use tokensieve_core::{GrammarError, Location};
 
 use crate::dfa::{Automaton, DEAD, DfaLimits, TextStep};
 use crate::grow::Grow;
-use crate::keys::OtherKeys;
+use crate::json_keys::OtherKeys;
 use crate::nfa::{Mix, Nfa, State, Transition};
 
 const NOT_FORCED: u16 = 256;

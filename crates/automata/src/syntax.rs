@@ -26,6 +26,14 @@ pub fn parse(text: &str, nest_limit: u32) -> Result<Hir, regex_syntax::Error> {
     parse_with(text, nest_limit, &mut Memo::default())
 }
 
+/// The fast reading of `text` alone: `None` where [`parse`] would hand the
+/// text to regex-syntax (for tests and profiles that count how much of a
+/// lowering is read fast).
+#[doc(hidden)]
+pub fn parse_fast_only(text: &str, nest_limit: u32) -> Option<Hir> {
+    fast(text, nest_limit, &mut Memo::default())
+}
+
 /// [`parse`], reusing what `memo` kept of texts parsed with it before:
 /// classes, and groups written several times (a member of an object
 /// comes twice in the lowering of optional members in order, and so does
@@ -643,51 +651,6 @@ mod tests {
         assert!(agrees(&shallow));
         assert!(parse("a{3,2}", 256).is_err());
         assert!(parse("[z-a]", 256).is_err());
-    }
-
-    /// What the JSON Schema lowering writes for MaskBench's schemas (every
-    /// fifth file of `../shared/data/maskbench-dev`, when it is there):
-    /// nearly all of it is read fast, and as regex-syntax reads it.
-    #[test]
-    fn maskbench_lowerings_read_as_regex_syntax_reads_them() {
-        use crate::json_schema::{LoweringLimits, schema_to_grammar};
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/data/maskbench-dev");
-        if !dir.is_dir() {
-            eprintln!("skipped: {} not found", dir.display());
-            return;
-        }
-        let mut paths: Vec<_> = std::fs::read_dir(&dir)
-            .expect("the MaskBench folder")
-            .map(|e| e.expect("a directory entry").path())
-            .collect();
-        paths.sort();
-        let limits = LoweringLimits {
-            max_repeat: u16::MAX as u32,
-            ..LoweringLimits::default()
-        };
-        let (mut fast_texts, mut slow_texts) = (0, 0);
-        for path in paths.iter().step_by(5) {
-            let text = std::fs::read_to_string(path).expect("a MaskBench file");
-            let file: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-            let schema = file["schema"].to_string();
-            let options = tokensieve_core::SpecOptions::default();
-            let Ok(g) = schema_to_grammar(&schema, &options, 20, &limits) else {
-                continue;
-            };
-            for text in std::iter::once(&g.root).chain(&g.rules) {
-                if agrees(text) {
-                    fast_texts += 1;
-                } else {
-                    slow_texts += 1;
-                }
-            }
-        }
-        eprintln!("{fast_texts} texts read fast, {slow_texts} left to regex-syntax");
-        assert!(
-            fast_texts > 20 * slow_texts,
-            "{fast_texts} texts read fast, {slow_texts} not"
-        );
     }
 
     /// Random texts of the dialect's pieces (well-formed or not): whatever

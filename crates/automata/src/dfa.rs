@@ -58,18 +58,14 @@ pub struct TextStep {
     pub to: u32,
 }
 
-/// The first lead byte of a multi-byte UTF-8 character: bit 0 of
-/// [`TextStep::leads`].
-pub const FIRST_LEAD: u8 = 0xC2;
-/// Every lead byte, `0xC2` to `0xF4`.
-pub const ALL_LEADS: u64 = (1 << (0xF4 - FIRST_LEAD + 1)) - 1;
+pub use tokensieve_core::trie::{ALL_LEADS, FIRST_LEAD};
 
 impl TextStep {
     /// Whether every byte on the edges below a trie node is one this step
     /// takes (and multi-byte characters well-formed, each from a lead byte
     /// it takes).
     #[inline]
-    pub fn covers(&self, below: &crate::trie::Below) -> bool {
+    pub fn covers(&self, below: &tokensieve_core::trie::Below) -> bool {
         below.ascii[0] & !self.ascii[0] == 0
             && below.ascii[1] & !self.ascii[1] == 0
             && (!below.non_ascii || (below.utf8 && below.leads & !self.leads == 0))
@@ -203,7 +199,7 @@ impl TextRuns {
         &self,
         dfa: &A,
         state: u32,
-        below: &crate::trie::Below,
+        below: &tokensieve_core::trie::Below,
     ) -> bool {
         let height = u32::from(below.height);
         self.step(dfa, state).is_some_and(|s| s.covers(below))
@@ -1377,7 +1373,7 @@ pub(crate) mod tests {
         // But every lead byte other than `é`'s.
         assert_eq!(step.leads, ALL_LEADS & !(1 << (0xC3 - FIRST_LEAD)));
         assert!(step.takes_lead(0xC2) && !step.takes_lead(0xC3) && !step.takes_lead(0x80));
-        let below = |ascii: &[u8], non_ascii: bool, utf8: bool| crate::trie::Below {
+        let below = |ascii: &[u8], non_ascii: bool, utf8: bool| tokensieve_core::trie::Below {
             ascii: ascii.iter().fold([0; 2], |mut s, &b| {
                 s[b as usize / 64] |= 1 << (b % 64);
                 s
@@ -1395,12 +1391,12 @@ pub(crate) mod tests {
         assert!(!step.covers(&below(b"aby", false, true)));
         assert!(!step.covers(&below(b"a", true, true)));
         // Below a node with `中` (lead E4) and no `é`: taken.
-        let cjk = crate::trie::Below {
+        let cjk = tokensieve_core::trie::Below {
             leads: 1 << (0xE4 - FIRST_LEAD),
             ..below(b"a", true, true)
         };
         assert!(step.covers(&cjk));
-        assert!(!step.covers(&crate::trie::Below { utf8: false, ..cjk }));
+        assert!(!step.covers(&tokensieve_core::trie::Below { utf8: false, ..cjk }));
 
         // A counted run: each character moves one state on, and the run
         // counts how many are left before the closing quote is owed.
@@ -1414,13 +1410,17 @@ pub(crate) mod tests {
             state = step.to;
         }
         assert_eq!(runs.run(&dfa, state), 0, "only the quote is left");
-        let deep = crate::trie::Below {
+        let deep = tokensieve_core::trie::Below {
             height: 6,
             ..below(b"ab", true, true)
         };
         let start = dfa.next(dfa.start(), b'"');
         assert!(!runs.takes_subtree(&dfa, start, &deep));
-        assert!(runs.takes_subtree(&dfa, start, &crate::trie::Below { height: 5, ..deep }));
+        assert!(runs.takes_subtree(
+            &dfa,
+            start,
+            &tokensieve_core::trie::Below { height: 5, ..deep }
+        ));
 
         // Counted no further than asked: a lazy chain of 300 counts makes
         // the states of the first few only, and the cut run is not kept

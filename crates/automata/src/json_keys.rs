@@ -1,8 +1,10 @@
-//! The key of an object's extra members, as the names it is built from.
+//! JSON object keys as an automaton: [`OtherKeys`], the key of an object's
+//! extra members (any quoted JSON key but some names), the one automaton of
+//! this crate that knows JSON.
 //!
 //! An object that allows members beyond its declared properties takes as
 //! their key any JSON string but the declared names. Written as a regex
-//! (the JSON Schema lowering's `quoted_key_complement`), that key is a trie
+//! (tokensieve-json-schema's `quoted_key_complement`), that key is a trie
 //! of the names written three times over, up to 100 KB of text for an
 //! object of a few hundred properties, which a backend then parses and
 //! compiles: 37 M instructions to read and 23 M to compile on MaskBench's
@@ -15,8 +17,9 @@ use std::sync::OnceLock;
 
 /// A quoted JSON object key, `"` then a string of unescaped characters
 /// (space to DEL but `"` and `\`, and every non-ASCII character) that is
-/// none of the names, then `"`: the language of the lowering's
-/// `quoted_key_complement` of the same names.
+/// none of the names, then `"`: the language of tokensieve-json-schema's
+/// `quoted_key_complement` of the same names (its `other_keys_regex`
+/// writes that text for a consumer that parses it).
 #[derive(Debug, Clone)]
 pub struct OtherKeys {
     /// The names a key may be written as unescaped, sorted, each once.
@@ -58,18 +61,9 @@ impl OtherKeys {
         &self.names
     }
 
-    /// The key as a regex: the text the lowering writes for these names
-    /// (`quoted_key_complement`), for a consumer that parses it.
-    pub fn regex(&self) -> String {
-        let (lang, _) = crate::json_schema::quoted_key_complement(&self.names);
-        lang.text()
-            .expect("some key is none of the names")
-            .to_owned()
-    }
-
     /// A text that stands for this key where a grammar's rule holds it
-    /// unwritten ([`crate::json_schema::SchemaGrammar::rule_regex`] writes
-    /// it): no regex the lowering writes begins with a NUL, and the names
+    /// unwritten (tokensieve-json-schema's `SchemaGrammar::rule_regex`
+    /// writes it): no regex the lowering writes begins with a NUL, and the names
     /// (listed as `Debug` quotes them) are the language.
     pub fn stand_in(&self) -> String {
         format!("{STAND_IN_MARK}other keys {:?}", self.names)
@@ -119,7 +113,7 @@ pub(crate) struct KeyNode {
 
 /// Whether a JSON string holds `c` as itself, not escaped: what the
 /// lowering's class of unescaped characters (`[^"\\\x00-\x1F]`) matches.
-pub(crate) fn is_unescaped_key_char(c: char) -> bool {
+pub fn is_unescaped_key_char(c: char) -> bool {
     c >= ' ' && c != '"' && c != '\\'
 }
 

@@ -1,0 +1,516 @@
+//! The walk skeletons: what a walk from a loop state (a string body)
+//! finds that depends on its text step alone ([`Skeleton`]), shared by the
+//! lexemes of a grammar ([`Skeletons`]), and the walks through them.
+
+use super::*;
+
+/// What a walk of the trie from a loop state (a string body) finds that
+/// depends on its text step alone: through the bytes the step takes, the
+/// walk stays in the state, so the subtrees it takes whole and the nodes
+/// where a byte leaves it are the same for every state with that step.
+/// Lexemes of one grammar share it (a schema has a string body in many
+/// lexemes: every string value, every key), and each walks only the
+/// escapes with its own DFA.
+#[derive(Debug, Default)]
+pub(crate) struct Skeleton {
+    /// Tokens kept whatever the state: subtrees taken whole, and the
+    /// tokens of the nodes passed in the loop.
+    pub(super) kept: Runs,
+    /// Tokens that break UTF-8 partway through a character.
+    pub(super) refused: Runs,
+    /// Nodes reached in the loop whose byte the step does not take (a
+    /// quote, a backslash, a control byte; a non-ASCII one when the step
+    /// does not take every character), in preorder: the walk goes on below
+    /// each with the state's own transition. And, in a skeleton with a
+    /// budget, the nodes that would start a character past it.
+    pub(super) escapes: Vec<u32>,
+    /// Trie nodes below the escapes, summed: what scanning them all costs.
+    pub(super) escape_nodes: usize,
+    /// The characters on the path above each escape: a walk down a chain
+    /// of states (a string of bounded length) goes on below the escape
+    /// from the chain's state after that many characters.
+    pub(super) escape_chars: Vec<u32>,
+    /// The most characters above an escape.
+    pub(super) deepest: u32,
+    /// In a skeleton with a budget, the nodes that would start a character
+    /// past it, by byte (not among the escapes): every one of them is
+    /// `budget` characters down, so one byte's nodes all go where the
+    /// chain's state after the budget sends that byte. A chain near its
+    /// end (the last characters of a string of fixed length) has tens of
+    /// thousands of them and takes few bytes there (the closing quote): a
+    /// byte it refuses refuses its nodes' tokens at once.
+    pub(super) frontier: Vec<Frontier>,
+    /// The characters of the budget (see [`Skeleton::new`]).
+    pub(super) budget: u32,
+}
+
+/// The nodes of a [`Skeleton`]'s frontier with one byte, and their tokens.
+#[derive(Debug)]
+pub(super) struct Frontier {
+    pub(super) byte: u8,
+    pub(super) nodes: Vec<u32>,
+    pub(super) tokens: Runs,
+}
+
+impl Skeleton {
+    /// The walk in the loop of `step`. Through a multi-byte character the
+    /// walk's state is the loop's own partway through it when the step
+    /// takes the character's lead byte ([`TextStep::leads`]: every
+    /// well-formed character from it returns to the loop): only the UTF-8
+    /// decoder matters (a byte that breaks UTF-8 is refused, as our
+    /// automata, made for UTF-8 text, refuse it). Otherwise a non-ASCII
+    /// byte is an escape (a class that leaves out a few characters, as
+    /// `\S` does, has escapes at their lead bytes only).
+    ///
+    /// The walk takes at most `budget` characters of the step (every token
+    /// when it is the trie's depth): a node that would start one more is in
+    /// the frontier, and a subtree is taken whole only if its deepest path stays
+    /// within the budget. Such a skeleton serves every state from which
+    /// the step repeats at least `budget` times ([`TextRuns::run`]): the
+    /// states of a bounded string's count chain.
+    pub(super) fn new(trie: &TokenTrie, step: &TextStep, budget: u32) -> Skeleton {
+        let mut s = Skeleton {
+            budget,
+            ..Skeleton::default()
+        };
+        let mut frontier: Vec<Vec<u32>> = Vec::new();
+        // The decoder at each depth of the current path; the loop itself
+        // at a character boundary. And the characters completed there.
+        let mut at = vec![Utf8At::Boundary; trie.max_depth + 1];
+        let mut chars = vec![0u32; trie.max_depth + 1];
+        let mut i = 1;
+        while i < trie.nodes.len() {
+            let n = trie.nodes[i];
+            let next = n.next as usize;
+            let leaf = next == i + 1;
+            let parent = at[n.depth as usize - 1];
+            let done = chars[n.depth as usize - 1];
+            if parent == Utf8At::Boundary && done == budget {
+                if frontier.is_empty() {
+                    frontier.resize_with(256, Vec::new);
+                }
+                frontier[n.byte as usize].push(i as u32);
+                i = next;
+                continue;
+            }
+            let here = if parent == Utf8At::Boundary && n.byte < 0x80 {
+                let takes = step.ascii[n.byte as usize / 64] >> (n.byte % 64) & 1 == 1;
+                takes.then_some(Utf8At::Boundary)
+            } else if parent == Utf8At::Boundary && !step.utf8 && !step.takes_lead(n.byte) {
+                None
+            } else if step.leads != 0 {
+                match parent.step(n.byte) {
+                    Some(here) => Some(here),
+                    None => {
+                        s.refused.push(trie.token_start[i], trie.token_start[next]);
+                        i = next;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            match here {
+                None => {
+                    s.escape(i as u32, done, next - i);
+                    i = next;
+                }
+                Some(Utf8At::Boundary)
+                    if !leaf
+                        && step.covers(&trie.below[i])
+                        && done + 1 + u32::from(trie.below[i].height) <= budget =>
+                {
+                    s.kept.push(trie.token_start[i], trie.token_start[next]);
+                    i = next;
+                }
+                Some(here) => {
+                    s.kept.push(trie.token_start[i], trie.token_start[i + 1]);
+                    at[n.depth as usize] = here;
+                    chars[n.depth as usize] = done + u32::from(here == Utf8At::Boundary);
+                    i += 1;
+                }
+            }
+        }
+        for (byte, nodes) in frontier.into_iter().enumerate() {
+            if nodes.is_empty() {
+                continue;
+            }
+            let mut tokens = Runs::default();
+            for &n in &nodes {
+                let next = trie.nodes[n as usize].next as usize;
+                tokens.push(trie.token_start[n as usize], trie.token_start[next]);
+            }
+            s.frontier.push(Frontier {
+                byte: byte as u8,
+                nodes,
+                tokens,
+            });
+        }
+        if !s.frontier.is_empty() {
+            s.deepest = budget;
+        }
+        s
+    }
+
+    pub(super) fn escape(&mut self, node: u32, chars: u32, below: usize) {
+        self.escapes.push(node);
+        self.escape_nodes += below;
+        self.escape_chars.push(chars);
+        self.deepest = self.deepest.max(chars);
+    }
+}
+
+/// Skeletons by text step and budget ([`Skeleton::new`]).
+#[derive(Debug, Default)]
+pub(super) struct SkeletonTable(pub(super) Mutex<Vec<(SkeletonKey, Arc<Skeleton>)>>);
+
+/// A skeleton's step and budget.
+pub(super) type SkeletonKey = (StepKey, u32);
+
+impl SkeletonTable {
+    pub(super) fn get(&self, trie: &TokenTrie, step: &TextStep, budget: u32) -> Arc<Skeleton> {
+        let key = ((step.ascii, step.leads), budget);
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, s)) = known.iter().find(|(k, _)| *k == key) {
+            return s.clone();
+        }
+        let s = Arc::new(Skeleton::new(trie, step, budget));
+        known.push((key, s.clone()));
+        s
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The skeletons of one grammar's lexemes (a grammar has one or two steps:
+/// string bodies with and without escapes; a budget for each length of
+/// bounded strings walked), those of a JSON string's body being the
+/// vocabulary's.
+#[derive(Debug, Default)]
+pub(crate) struct Skeletons {
+    pub(super) vocab: Option<VocabSkeleton>,
+    pub(super) own: SkeletonTable,
+    /// The walks of other keys' bodies past their quote
+    /// ([`Lexeme::past_the_quote`] from a key's [`Body::Key`]), by what
+    /// follows the keys in their lexeme ([`Lexeme::after_keys`]): every
+    /// object of a grammar that allows other keys has a lexeme of its
+    /// own for them, and the same colon and spaces after them.
+    pub(super) past_keys: Mutex<HashMap<Arc<str>, Arc<StateIndex>>>,
+}
+
+/// A text step as far as a skeleton depends on it: its ASCII bytes and
+/// the lead bytes of the characters it takes.
+pub(super) type StepKey = ([u64; 2], u64);
+
+impl Skeletons {
+    /// A grammar's skeletons, asking the vocabulary's first.
+    pub(crate) fn starting_with(known: &VocabSkeleton) -> Skeletons {
+        Skeletons {
+            vocab: Some(known.clone()),
+            ..Skeletons::default()
+        }
+    }
+
+    /// The skeleton of `step` within `budget` characters (the trie's
+    /// depth: no budget).
+    pub(super) fn get(&self, trie: &TokenTrie, step: &TextStep, budget: u32) -> Arc<Skeleton> {
+        match &self.vocab {
+            Some(v) if (step.ascii, step.leads) == JSON_STRING_BODY => {
+                v.0.table.get(trie, step, budget)
+            }
+            _ => self.own.get(trie, step, budget),
+        }
+    }
+}
+
+impl Lexeme {
+    /// The [`Skeleton`] that serves `state`, and the loop it walks in, if
+    /// `state` is a loop a walk can share: its text step leads back to it
+    /// and covers every depth (a string body), so which subtrees it takes
+    /// whole and where its bytes leave it depend on the step alone. Or if
+    /// `state`'s text step leads into such a loop (a string body right
+    /// after its opening quote, a state of its own in a DFA that is not
+    /// minimized, whose first character may be narrower): below each
+    /// first byte of that step the walk is the loop's.
+    pub(super) fn loop_skeleton(&self, state: u32) -> Option<(Arc<Skeleton>, u32)> {
+        let into = self.loop_into(state)?;
+        let step = *self.runs.step(self.dfa(), into)?;
+        let full = self.trie.max_depth as u32;
+        Some((self.skeletons.get(&self.trie, &step, full), into))
+    }
+
+    /// The loop of [`Lexeme::loop_skeleton`], without its skeleton (a walk
+    /// of the whole trie the first time a grammar asks for its step).
+    pub(super) fn loop_into(&self, state: u32) -> Option<u32> {
+        let dfa = self.dfa();
+        let into = self.runs.step(dfa, state)?.to;
+        let step = *self.runs.step(dfa, into)?;
+        (step.to == into && self.runs.run(dfa, into) as usize >= self.trie.max_depth)
+            .then_some(into)
+    }
+
+    /// The [`Skeleton`] that serves `state` as the start of a chain: its
+    /// text step repeats, each time to a state of its own (the count of a
+    /// bounded string). The budget is the run below [`EXACT_BUDGETS`], the
+    /// run rounded down to a power of two above it, or the trie's depth
+    /// where the run covers every token: the skeletons of one step are
+    /// then few, whatever the bounds (those of a JSON string's body are
+    /// the vocabulary's, made once per process).
+    pub(super) fn chain_skeleton(&self, state: u32) -> Option<Arc<Skeleton>> {
+        let dfa = self.dfa();
+        let step = *self.runs.step(dfa, state)?;
+        let (run, full) = (self.runs.run(dfa, state), self.trie.max_depth as u32);
+        Some(
+            self.skeletons
+                .get(&self.trie, &step, chain_budget(run, full)),
+        )
+    }
+
+    /// The walk from `state` through a chain's skeleton: every token the
+    /// skeleton keeps, and the subtree of each escape scanned as
+    /// [`Lexeme::scan`] would, from the chain's state after the characters
+    /// above it.
+    pub(super) fn scan_chain(&self, state: u32, skeleton: &Skeleton, walk: &mut Walk) {
+        let trie = &*self.trie;
+        let dfa = self.dfa();
+        // The chain's states, each the step of the one before: within the
+        // run, as the skeleton's budget is.
+        let mut rows: Vec<&[u32]> = Vec::with_capacity(skeleton.deepest as usize + 1);
+        let mut at = state;
+        rows.push(dfa.row(at));
+        for _ in 0..skeleton.deepest {
+            at = self.runs.step(dfa, at).expect("a step within the run").to;
+            rows.push(dfa.row(at));
+        }
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        let mut kept = Runs::default();
+        let mut refused = Runs::default();
+        for (&e, &chars) in skeleton.escapes.iter().zip(&skeleton.escape_chars) {
+            let e = e as usize;
+            stack[trie.nodes[e].depth as usize - 1] = rows[chars as usize];
+            let end = trie.nodes[e].next as usize;
+            self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
+        }
+        // Past the budget: a byte the state there refuses refuses every
+        // node of it; the others are scanned.
+        let mut refused_bytes = Vec::new();
+        let classes = dfa.classes();
+        for f in &skeleton.frontier {
+            // The state after the budget: a frontier is that far down.
+            let row = rows[skeleton.budget as usize];
+            if row[classes[f.byte as usize] as usize] == DEAD {
+                refused_bytes.push(&f.tokens);
+                continue;
+            }
+            for &e in &f.nodes {
+                let e = e as usize;
+                stack[trie.nodes[e].depth as usize - 1] = row;
+                let end = trie.nodes[e].next as usize;
+                self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
+            }
+        }
+        refused_bytes.extend([&skeleton.refused, &refused]);
+        walk.take_from_root(trie, &[&skeleton.kept, &kept], &refused_bytes);
+    }
+
+    /// The walk from `state` through the skeleton of its free zone `zone`
+    /// ([`Lexeme::free_zone`]): every token the skeleton keeps (its bytes
+    /// all the zone's: the walk stays in the zone's states), and the
+    /// subtree of each escape scanned from the state the walk is in at its
+    /// parent, read down the escape's path (escapes come in preorder: each
+    /// path goes on from the last one's).
+    pub(super) fn scan_zone(&self, state: u32, zone: &TextStep, walk: &mut Walk) {
+        let trie = &*self.trie;
+        let dfa = self.dfa();
+        let classes = dfa.classes();
+        let skeleton = self.skeletons.get(trie, zone, trie.max_depth as u32);
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        // The nodes down to the last escape's parent: each with the end of
+        // its subtree and the state after its byte.
+        let mut path = vec![(0u32, trie.nodes.len() as u32, state)];
+        let (mut kept, mut refused) = (Runs::default(), Runs::default());
+        for &e in &skeleton.escapes {
+            while path.last().is_some_and(|&(_, end, _)| end <= e) {
+                path.pop();
+            }
+            while let Some(&(node, _, at)) = path.last() {
+                let (_, kids) = trie.kids(node as usize);
+                let child = kids[kids.partition_point(|&k| k <= e) - 1];
+                if child == e {
+                    break;
+                }
+                let n = trie.nodes[child as usize];
+                let next = dfa.row(at)[classes[n.byte as usize] as usize];
+                debug_assert!(next != DEAD, "a zone's byte kills no state of it");
+                path.push((child, n.next, next));
+            }
+            let at = path.last().expect("the root stays on the path").2;
+            let n = trie.nodes[e as usize];
+            stack[n.depth as usize - 1] = dfa.row(at);
+            let end = n.next as usize;
+            self.scan_range(
+                e as usize,
+                end,
+                &mut stack,
+                &mut kept,
+                &mut refused,
+                &mut walk.exits,
+            );
+        }
+        walk.take_from_root(
+            trie,
+            &[&skeleton.kept, &kept],
+            &[&skeleton.refused, &refused],
+        );
+    }
+
+    /// The walk from `state` through the skeleton of the loop `into`:
+    /// every token the skeleton keeps, and the subtree of each escape
+    /// scanned as [`Lexeme::scan`] would. From a state that is not the loop
+    /// itself, the root's children whose byte `state`'s step takes (into the
+    /// loop) are the skeleton's, and the others are scanned from `state`.
+    pub(super) fn scan_escapes(&self, state: u32, into: u32, skeleton: &Skeleton, walk: &mut Walk) {
+        let trie = &*self.trie;
+        let dfa = self.dfa();
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        let (first, row) = (dfa.row(state), dfa.row(into));
+        // Below the root's children, the escapes are the loop walk's.
+        let looped = self.loop_walk(into, skeleton);
+        let mut kept = Runs::default();
+        let mut refused = Runs::default();
+        if state == into {
+            let roots: Vec<u32> = skeleton
+                .escapes
+                .iter()
+                .copied()
+                .filter(|&e| trie.nodes[e as usize].depth == 1)
+                .collect();
+            self.scan_escape_nodes(
+                &roots,
+                (first, row),
+                &mut stack,
+                &mut kept,
+                &mut refused,
+                walk,
+            );
+            for &(a, b) in &looped.kept.runs {
+                kept.push(a, b);
+            }
+            for &(a, b) in &looped.refused.runs {
+                refused.push(a, b);
+            }
+            walk.exits.extend_from_slice(&looped.exits);
+            walk.take_from_root(
+                trie,
+                &[&skeleton.kept, &kept],
+                &[&skeleton.refused, &refused],
+            );
+            return;
+        }
+        let step = *self.runs.step(dfa, state).expect("a step into the loop");
+        let (bytes, kids) = trie.kids(0);
+        for (&b, &c) in bytes.iter().zip(kids) {
+            let (c, end) = (c as usize, trie.nodes[c as usize].next as usize);
+            let into_loop = if b < 0x80 {
+                step.ascii[b as usize / 64] >> (b % 64) & 1 == 1
+            } else {
+                step.takes_lead(b)
+            };
+            if !into_loop {
+                stack[0] = first;
+                self.scan_range(c, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
+                continue;
+            }
+            let tokens = (trie.token_start[c], trie.token_start[end]);
+            skeleton.kept.clip_into(tokens, &mut kept);
+            skeleton.refused.clip_into(tokens, &mut refused);
+            // The child itself may be an escape of the loop (a byte that
+            // leads into it from `state` but not from the loop); those
+            // below it are the loop walk's.
+            if skeleton.escapes.binary_search(&(c as u32)).is_ok() {
+                self.scan_escape_nodes(
+                    &[c as u32],
+                    (first, row),
+                    &mut stack,
+                    &mut kept,
+                    &mut refused,
+                    walk,
+                );
+            }
+            looped.kept.clip_into(tokens, &mut kept);
+            looped.refused.clip_into(tokens, &mut refused);
+            let from = looped.exits.partition_point(|&(e, _)| (e as usize) < c);
+            let to = looped.exits.partition_point(|&(e, _)| (e as usize) < end);
+            walk.exits.extend_from_slice(&looped.exits[from..to]);
+        }
+        walk.take_from_root(trie, &[&kept], &[&refused]);
+    }
+
+    /// The [`LoopWalk`] of the loop state `into` through `skeleton`, made
+    /// on first use.
+    pub(super) fn loop_walk(&self, into: u32, skeleton: &Skeleton) -> Arc<LoopWalk> {
+        if let Some(known) = self
+            .loops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&into)
+        {
+            return known.clone();
+        }
+        let trie = &*self.trie;
+        let row = self.dfa().row(into);
+        let deep: Vec<u32> = skeleton
+            .escapes
+            .iter()
+            .copied()
+            .filter(|&e| trie.nodes[e as usize].depth > 1)
+            .collect();
+        let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
+        let mut kept = Runs::default();
+        let mut refused = Runs::default();
+        let mut walk = Walk::new(self.words);
+        self.scan_escape_nodes(
+            &deep,
+            (row, row),
+            &mut stack,
+            &mut kept,
+            &mut refused,
+            &mut walk,
+        );
+        let made = Arc::new(LoopWalk {
+            kept,
+            refused,
+            exits: walk.exits,
+        });
+        self.loops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(into)
+            .or_insert(made)
+            .clone()
+    }
+
+    /// [`Lexeme::scan_range`] below each escape node of `nodes`, its parent
+    /// in the state of `rows.0` at the root's children, of `rows.1` below.
+    pub(super) fn scan_escape_nodes<'s>(
+        &'s self,
+        nodes: &[u32],
+        rows: (&'s [u32], &'s [u32]),
+        stack: &mut [&'s [u32]],
+        kept: &mut Runs,
+        refused: &mut Runs,
+        walk: &mut Walk,
+    ) {
+        let trie = &*self.trie;
+        for &e in nodes {
+            let e = e as usize;
+            let depth = trie.nodes[e].depth as usize;
+            stack[depth - 1] = if depth == 1 { rows.0 } else { rows.1 };
+            let end = trie.nodes[e].next as usize;
+            self.scan_range(e, end, stack, kept, refused, &mut walk.exits);
+        }
+    }
+}
