@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use tokensieve::gguf::GgufTokenizer;
 use tokensieve::hf::HfTokenizer;
 use tokensieve::{BackendConfig, Constraint, GrammarBackend, GrammarError};
 
@@ -25,8 +26,25 @@ impl From<GrammarError> for BadInput {
     }
 }
 
+/// A tokenizer from a Hugging Face `tokenizer.json`, or from the metadata of
+/// a GGUF model file (such as the one `scripts/fetch-model.sh` brings),
+/// told apart by the file's first bytes.
 pub fn load_tokenizer(path: &str) -> Result<HfTokenizer, BadInput> {
+    if is_gguf(path) {
+        let gguf = GgufTokenizer::from_file(path)?;
+        return HfTokenizer::from_gguf(&gguf, path).map_err(BadInput::from);
+    }
     HfTokenizer::from_file(path).map_err(BadInput::from)
+}
+
+/// Whether `path` starts with GGUF's magic bytes (a file that cannot be
+/// read is left to the tokenizer.json loader, whose error names it).
+fn is_gguf(path: &str) -> bool {
+    use std::io::Read as _;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == b"GGUF")
 }
 
 /// Loads a tokenizer and, when given, sets the model's vocab size (logit
@@ -66,6 +84,15 @@ pub fn make_backend(
 ) -> Result<Arc<dyn GrammarBackend>, BadInput> {
     let vocab = Arc::new(tok.vocabulary().clone());
     tokensieve::create_backend(name, config, vocab).map_err(BadInput::from)
+}
+
+/// `n` and a noun, singular for one: "1 token", "3 tokens".
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Reads a file given on the command line, naming it in the error.

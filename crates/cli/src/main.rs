@@ -39,9 +39,9 @@ struct Cli {
 enum Command {
     /// List registered backends and the constraint kinds each supports.
     Backends,
-    /// Describe a tokenizer.json as JSON: size, type, stop and special tokens.
+    /// Describe a tokenizer (tokenizer.json or GGUF) as JSON: size, type, stop and special tokens.
     Vocab {
-        /// Path to a Hugging Face tokenizer.json.
+        /// A Hugging Face tokenizer.json, or a GGUF model file (its tokenizer).
         #[arg(long)]
         tokenizer: String,
         /// The model's vocab size (logit rows), when larger than the tokenizer's.

@@ -11,7 +11,7 @@ pub struct MaskArgs {
     /// Backend name (see `tokensieve backends`).
     #[arg(long)]
     pub backend: String,
-    /// Path to a Hugging Face tokenizer.json.
+    /// A Hugging Face tokenizer.json, or a GGUF model file (its tokenizer).
     #[arg(long)]
     pub tokenizer: String,
     /// A JSON Schema file.
@@ -126,11 +126,11 @@ pub fn run(args: &MaskArgs) -> anyhow::Result<u8> {
     }
     if !matcher.is_accepting() {
         println!(
-            "rejected at the end: all {} tokens allowed, but the output may not end here",
-            tokens.len()
+            "rejected at the end: {} allowed, but the output may not end here",
+            common::count(tokens.len(), "token")
         );
         return Ok(1);
     }
-    println!("accepted: {} tokens", tokens.len());
+    println!("accepted: {}", common::count(tokens.len(), "token"));
     Ok(0)
 }

@@ -139,6 +139,47 @@ fn vocab_size_pads_and_is_checked() {
     );
 }
 
+/// One token is "1 token"; the tokenizer may be the GGUF model that
+/// `scripts/fetch-model.sh` brings, read by its first bytes.
+#[test]
+fn mask_counts_tokens_and_reads_a_gguf_tokenizer() {
+    let one = mask(
+        "earley",
+        &tokenizer(),
+        &["--regex", "[a-z]+", "--text", "a"],
+    );
+    assert_eq!(code(&one), 0, "{}", stderr(&one));
+    assert_eq!(stdout(&one).lines().last(), Some("accepted: 1 token"));
+
+    let models = match std::env::var_os("TOKENSIEVE_MODELS") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/tokensieve/models"),
+    };
+    let gguf = models.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !gguf.exists() {
+        tokensieve::skip!(
+            "no model at {} (run scripts/fetch-model.sh)",
+            gguf.display()
+        );
+        return;
+    }
+    let o = mask(
+        "earley",
+        &gguf.display().to_string(),
+        &["--regex", "[a-z]+ [0-9]{2}", "--text", "hello 42"],
+    );
+    assert_eq!(code(&o), 0, "{} {}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).lines().last().unwrap().starts_with("accepted: "),
+        "{}",
+        stdout(&o)
+    );
+    let v = run(&["vocab", "--tokenizer", &gguf.display().to_string()]);
+    assert_eq!(code(&v), 0, "{}", stderr(&v));
+    assert!(stdout(&v).contains("49152"), "{}", stdout(&v));
+}
+
 #[test]
 fn mask_accepts_and_rejects() {
     let tok = tokenizer();

@@ -20,7 +20,7 @@ pub struct JstsArgs {
     /// Backend name (see `tokensieve backends`).
     #[arg(long)]
     pub backend: String,
-    /// Path to a Hugging Face tokenizer.json.
+    /// A Hugging Face tokenizer.json, or a GGUF model file (its tokenizer).
     #[arg(long)]
     pub tokenizer: String,
     /// Also run the `optional/` subdirectories (formats, bignum, …).

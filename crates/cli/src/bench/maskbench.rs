@@ -24,7 +24,7 @@ pub struct MaskbenchArgs {
     /// Backend name (see `tokensieve backends`).
     #[arg(long)]
     pub backend: String,
-    /// Path to a Hugging Face tokenizer.json (MaskBench used Llama 3.1's).
+    /// A Hugging Face tokenizer.json or a GGUF model file (MaskBench used Llama 3.1's tokenizer).
     #[arg(long)]
     pub tokenizer: String,
     /// Output JSONL file: one record per MaskBench file.

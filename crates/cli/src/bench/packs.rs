@@ -17,7 +17,7 @@ pub struct PacksArgs {
     /// Backend name (see `tokensieve backends`).
     #[arg(long)]
     pub backend: String,
-    /// Path to a Hugging Face tokenizer.json (the one the packs were tokenized with).
+    /// A Hugging Face tokenizer.json or GGUF model file (the one the packs were tokenized with).
     #[arg(long)]
     pub tokenizer: String,
     /// A backend knob, KEY=VALUE (repeatable), e.g. `walk_cache_bytes=0`
