@@ -335,6 +335,21 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
+/// `generate`'s default model, where `scripts/fetch-model.sh` puts it.
+fn default_model() -> Result<PathBuf, String> {
+    let dir = match std::env::var_os("TOKENSIEVE_MODELS") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/tokensieve/models"),
+    };
+    let model = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if model.exists() {
+        Ok(model)
+    } else {
+        Err(model.display().to_string())
+    }
+}
+
 /// Each README command followed by a `# prints: OUTPUT   (exit N…)` line is
 /// run from the repository root and must print OUTPUT and exit with N.
 #[test]
@@ -354,11 +369,32 @@ fn the_readme_sample_outputs_are_what_the_binary_prints() {
             .and_then(|n| n.parse().ok())
             .expect("an exit code after `(exit `");
         let words = shell_words(&pair[0]);
+        // `tokensieve ARGS…` or `cargo run … -p tokensieve-cli -- ARGS…`
         let at = words
             .iter()
             .position(|w| w == "tokensieve")
+            .or_else(|| {
+                let cli = words.iter().position(|w| w == "tokensieve-cli")?;
+                Some(cli + words[cli..].iter().position(|w| w == "--")?)
+            })
             .expect("the line before `# prints:` runs tokensieve");
         let args: Vec<&str> = words[at + 1..].iter().map(String::as_str).collect();
+        if args.first() == Some(&"generate") {
+            if !cfg!(feature = "generate") {
+                report!(
+                    "skipped: `{}` (this build has no `generate` feature)",
+                    pair[0].trim()
+                );
+                continue;
+            }
+            if let Err(missing) = default_model() {
+                report!(
+                    "skipped: `{}`: no model at {missing} (run scripts/fetch-model.sh)",
+                    pair[0].trim()
+                );
+                continue;
+            }
+        }
         let missing: Vec<&&str> = args
             .iter()
             .filter(|a| a.starts_with("../shared/") && !repo().join(a).exists())
