@@ -159,8 +159,8 @@ const GRAMMARS: [(&str, &str); 2] = [
 
 /// `compile_grammar_cold/earley`: the grammars compiled as a process's
 /// first compile would be, every lexeme built afresh (`shared_lexemes`
-/// off; the vocabulary's trie exists), which is what issue 9's compile
-/// targets measure.
+/// off; the vocabulary's trie exists), which is what a grammar's compile
+/// targets are measured by.
 fn compile_cold(c: &mut Criterion, vocab: &Arc<Vocabulary>, vocab_name: &str) {
     let mut config = BackendConfig::default();
     config

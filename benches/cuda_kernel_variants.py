@@ -7,7 +7,7 @@ Needs CuPy (NVRTC) and a CUDA GPU; run from the repository root. Writes one
 JSON record per measurement to $OUT/variants.jsonl ($OUT defaults to /tmp).
 
 `committed` is kernels/apply_token_bitmask.cu as it is; the others are the
-layouts tried on an H200 in session 39 (README, "On a GPU"), kept so the
+layouts tried on an H200 (docs/gpu.md, "Kernel layouts measured"), kept so the
 choice can be rerun on another card:
 - `t1`: the committed layout with plain stores (the kernel before `__stcs`);
 - `t1cs`: the same with streaming stores (`st.global.cs`, what `__stcs` emits);

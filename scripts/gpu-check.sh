@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12's checks on a machine with an NVIDIA GPU, from binaries built on
+# The device checks (docs/gpu.md) on a machine with an NVIDIA GPU, from binaries built on
 # another machine (the GPU machine has no Rust toolchain and no network):
 #
 #   scripts/gpu-check.sh stage [DIR]   # here: build and copy what travels to DIR (.gpu)
@@ -18,8 +18,8 @@
 #      one-row launches of step 4;
 #   6. `tokensieve generate --device cuda` with the real model, when
 #      GPU_CHECK_MODEL names its .gguf there (the 98 MB model is over what one
-#      device call carries: session 35 split it over two calls to one warm
-#      machine and joined the parts there);
+#      device call carries: send it in parts over two calls to one warm
+#      machine and join them there);
 #   7. benches/cuda_kernel_variants.py (CuPy): the committed kernel's own rate
 #      at batch >= 128 in CUDA graphs, without the host's launch cost
 #      (GPU_CHECK_VARIANTS=all times every variant tried, ~1 minute).

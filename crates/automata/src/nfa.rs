@@ -30,9 +30,9 @@
 //! through optional members before it, the continuation bytes of a wide
 //! class. A DFA state is then one set of NFA states whichever copy a walk
 //! went through, where each copy made its own states before (a lazy DFA
-//! is not minimized): session 27 found, on every MaskBench file, no two
-//! states left with the same future (the Hopcroft bisimulation the lazy
-//! DFA ran past its 4,096th state, 2–8 ms in one mask, merged none).
+//! is not minimized): on every MaskBench file no two states are left with
+//! the same future (a Hopcroft bisimulation run past a lazy DFA's 4,096th
+//! state, 2–8 ms in one mask, merged none).
 
 use hashbrown::{HashMap, HashTable};
 use std::rc::Rc;

@@ -272,7 +272,7 @@ fn unconstrained_values_nest_to_any_depth_and_extra_members_follow_json_schema()
 /// Extra members' keys are strings of unescaped characters but the
 /// declared names: a declared name that a key writes escaped (a newline,
 /// a quote, a backslash in it) opens no way for that character unescaped
-/// (session 29: `{"a<newline>": 1}` and `{"q"": 1}` were accepted).
+/// (when they did, `{"a<newline>": 1}` and `{"q"": 1}` were accepted).
 #[test]
 fn names_written_escaped_let_no_raw_character_into_other_keys() {
     let b = backend();

@@ -1613,7 +1613,7 @@ impl KeyTrie {
     /// could stand for the trie's paths before the non-ASCII class, a
     /// fifth less text; but that thread outlives a key's leaving the trie,
     /// so the state after leaving is no longer one loop a mask walk takes
-    /// whole: session 18 measured 7% more mask work on the tail files.)
+    /// whole: 7% more mask work on the slowest-masking MaskBench files.)
     fn complement(&self) -> Lang {
         let any = Lang::atom(super::ecma::UNESCAPED_CLASS, 1);
         let leave = rx::alt([
@@ -2183,8 +2183,9 @@ mod tests {
     /// among them), and the text holds one tail of "any character" only.
     #[test]
     fn key_complement_is_every_other_key() {
-        // Names a key writes escaped exclude nothing (session 29: their
-        // paths let a quote or a control character into a key unescaped).
+        // Names a key writes escaped exclude nothing (were they on the
+        // trie, their paths would let a quote or a control character into
+        // a key unescaped).
         let names: Vec<String> = [
             "", "a", "ab", "abc", "b", "dé", "déf", "x-y", "a\nb", "x\"", "y\\z",
         ]
