@@ -475,7 +475,7 @@ fn validate_raw(
 /// wrapped, not `CudaContext::new_stream`. A stream of cudarc's making puts
 /// the context in "multi-stream mode", where every launch on a cudarc buffer
 /// waits on and records events for it; work on one stream is ordered
-/// without them. On an H200 (README "On a GPU") back-to-back applies at
+/// without them. On an H200 (docs/gpu.md) back-to-back applies at
 /// batch <= 16 ran 1.25-1.9x faster without them; larger batches the same. A
 /// user who makes streams of their own through cudarc turns the mode on for
 /// the buffers made after. The stream is destroyed with the device when

@@ -48,7 +48,7 @@ const APPLY_WORKGROUP: u32 = 256;
 /// Elements (f32 logits, or 32-bit words of 16-bit logits) each invocation
 /// masks: the shader's `PER_INVOCATION`. 4 rather than 1 ran 1.3-1.6x (f32)
 /// and 1.0-1.8x (bf16) faster at batch >= 128 on an H200's Vulkan adapter
-/// (README "On a GPU").
+/// (docs/gpu.md).
 const PER_INVOCATION: u32 = 4;
 const MARK_WORKGROUP: u32 = 64;
 
