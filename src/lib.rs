@@ -75,6 +75,8 @@ pub fn available_backends() -> Vec<BackendInfo> {
 /// Creates the backend registered as `name` for `vocab`. When
 /// `config.think_end_token` is set, the backend is wrapped in the reasoner:
 /// unconstrained while thinking, constrained after the think-end token.
+/// Either way it is guarded ([`GuardedBackend`]): a panic inside it is an
+/// error of that compile or a sticky error of that matcher.
 pub fn create_backend(
     name: &str,
     config: &BackendConfig,
@@ -82,19 +84,22 @@ pub fn create_backend(
 ) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
     link_backends();
     let inner = tokensieve_core::instantiate_backend(name, config, vocab)?;
-    match &config.think_end_token {
-        None => Ok(inner),
+    let backend: Arc<dyn GrammarBackend> = match &config.think_end_token {
+        None => inner,
         #[cfg(feature = "reasoner")]
-        Some(token) => Ok(Arc::new(tokensieve_reasoner::ReasonerBackend::new(
+        Some(token) => Arc::new(tokensieve_reasoner::ReasonerBackend::new(
             inner,
             token,
             config.max_rollback,
-        )?)),
+        )?),
         #[cfg(not(feature = "reasoner"))]
-        Some(_) => Err(GrammarError::InvalidConfig(
-            "think_end_token needs the `reasoner` feature of tokensieve".into(),
-        )),
-    }
+        Some(_) => {
+            return Err(GrammarError::InvalidConfig(
+                "think_end_token needs the `reasoner` feature of tokensieve".into(),
+            ));
+        }
+    };
+    Ok(Arc::new(GuardedBackend(backend)))
 }
 
 // The README's Rust examples are compiled and run as doc tests.

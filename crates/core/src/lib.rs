@@ -18,6 +18,9 @@
 //! - [`device`]: [`MaskDevice`] and the reference [`CpuDevice`].
 //! - [`cache`]: [`GrammarCache`], compiling on a worker pool.
 //! - [`error`]: [`GrammarError`] (build time) and [`StepError`] (step time).
+//! - [`guard`]: [`GuardedBackend`], the serving boundary: a panic inside a
+//!   backend is an error of that compile, or a sticky error state of that
+//!   matcher, never the engine's.
 //! - [`maskbench`]: MaskBench files (schema, valid and invalid instances)
 //!   and the exact instance text MaskBench tokenizes.
 //! - [`none_backend`]: the `none` backend (every token allowed), the floor
@@ -35,6 +38,7 @@ pub mod device;
 pub mod error;
 pub mod gguf;
 pub mod grammar;
+pub mod guard;
 #[cfg(feature = "hf")]
 pub mod hf;
 pub mod maskbench;
@@ -50,6 +54,7 @@ pub use cache::{CacheConfig, CacheResponse, CacheStats, GrammarCache, PendingCom
 pub use device::{CpuDevice, DType, DeviceError, LogitsMut, MaskDevice};
 pub use error::{GrammarError, Location, StepError};
 pub use grammar::{CancelToken, CompiledGrammar, GrammarBackend, GrammarObject, GrammarStats};
+pub use guard::{Guarded, GuardedBackend};
 pub use registry::{
     BackendConfig, BackendFactory, BackendInfo, BackendRegistration, available_backends,
     instantiate_backend, register_backend, unregister_backend,
