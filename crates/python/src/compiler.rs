@@ -265,6 +265,8 @@ impl Compiler {
         self.shared.max_rollback
     }
 
+    // The keywords are the Python API's (XGrammar's names).
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (schema, *, any_whitespace=true, indent=None, separators=None, strict=true, max_depth=None))]
     fn compile_json_schema(
         &self,
