@@ -13,6 +13,7 @@ mod buffers;
 mod compiler;
 mod errors;
 mod matcher;
+mod parallel;
 mod tokenizer;
 
 use pyo3::prelude::*;

@@ -5,10 +5,10 @@
 use crate::buffers::{BitmaskView, bitmask_view};
 use crate::compiler::{CompiledGrammar, Shared};
 use crate::errors::step_error;
+use crate::parallel::{RowJob, fill_rows};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use rayon::prelude::*;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use tokensieve::bitmask::PARALLEL_FILL_THRESHOLD;
@@ -181,6 +181,16 @@ impl Matcher {
         }
     }
 
+    /// Fills one batch row under the matcher's lock (words past its
+    /// vocabulary are written 0).
+    pub fn fill_row_locked(&self, row: &mut [u32]) -> PyResult<()> {
+        let words = self.words();
+        self.with(|g| {
+            fill_row(g.as_mut(), row, words);
+            Ok(())
+        })
+    }
+
     fn words(&self) -> usize {
         self.shared.vocab.mask_words()
     }
@@ -348,6 +358,13 @@ impl Matcher {
         })
     }
 
+    fn maybe_init_reasoning(&self, thinking: bool) -> PyResult<()> {
+        self.with(|m| {
+            m.maybe_init_reasoning(thinking);
+            Ok(())
+        })
+    }
+
     fn fork(&self, py: Python<'_>) -> PyResult<Matcher> {
         let m = self.with(|m| Ok(m.fork()))?;
         Ok(self.sibling(py, m))
@@ -449,39 +466,18 @@ pub fn fill_next_token_bitmask_batch(
         // nrows * stride aligned u32; the rows handed out below are disjoint.
         let buf = unsafe { BitmaskView::slice_at(addr, nrows, stride) };
         let mut slots: Vec<Option<&mut [u32]>> = buf.chunks_mut(stride.max(1)).map(Some).collect();
-        let mut jobs: Vec<(usize, &mut [u32], Option<&Matcher>)> = targets
+        let mut jobs: Vec<RowJob<'_>> = targets
             .iter()
             .zip(&refs)
-            .map(|(&r, m)| (r, slots[r].take().expect("distinct rows"), *m))
+            .map(|(&r, m)| RowJob {
+                index: r,
+                row: slots[r].take().expect("distinct rows"),
+                matcher: *m,
+                error: None,
+            })
             .collect();
-        let fill = |(r, row, m): &mut (usize, &mut [u32], Option<&Matcher>)| -> Option<String> {
-            match m {
-                None => {
-                    full_row(row, row.len());
-                    None
-                }
-                Some(m) => {
-                    let words = m.words();
-                    m.with(|g| {
-                        fill_row(g.as_mut(), row, words);
-                        Ok(())
-                    })
-                    .err()
-                    .map(|e| format!("row {r}: {e}"))
-                }
-            }
-        };
-        let run = |jobs: &mut Vec<(usize, &mut [u32], Option<&Matcher>)>| -> Vec<String> {
-            if jobs.len() >= PARALLEL_FILL_THRESHOLD {
-                jobs.par_iter_mut().filter_map(fill).collect()
-            } else {
-                jobs.iter_mut().filter_map(fill).collect()
-            }
-        };
-        match &pool {
-            Some(p) => p.install(|| run(&mut jobs)),
-            None => run(&mut jobs),
-        }
+        fill_rows(&mut jobs, pool.as_deref(), PARALLEL_FILL_THRESHOLD);
+        jobs.into_iter().filter_map(|j| j.error).collect()
     });
     match errors.first() {
         None => Ok(()),

@@ -481,3 +481,28 @@ def test_torch_cpu_tensors(llama3):
         ts.apply_token_bitmask_inplace(torch.zeros(1, V, requires_grad=True), bm[:1])
     with pytest.raises(ValueError, match="contiguous"):
         ts.apply_token_bitmask_inplace(torch.zeros(V, 2).t(), bm)
+
+
+def test_reasoning_wrapper():
+    """think_end_token: unconstrained while thinking, constrained after the think-end token."""
+    tokens = TINY_TOKENS + [b"</think>"]
+    info = ts.TokenizerInfo.from_token_bytes(tokens, special_token_ids=TINY_SPECIAL + [len(tokens) - 1])
+    end = len(tokens) - 1
+    c = ts.Compiler(info, think_end_token="</think>")
+    assert c.backend == "earley+reasoner"
+    g = c.compile_regex("[0-9]+")
+    m = g.matcher()
+    m.maybe_init_reasoning(True)
+    free = allowed(mask_of(m, info.vocab_size))
+    assert tiny_encode("x")[0] in free and end in free
+    assert m.accept_tokens(tiny_encode("hmm, 12?"))
+    assert m.accept_token(end)
+    after = allowed(mask_of(m, info.vocab_size))
+    digits = {i for i, t in enumerate(tokens) if t.isdigit()}  # "0".."9" and "12"
+    assert after == digits
+    assert m.accept_tokens(tiny_encode("42")) and m.is_accepting()
+    m2 = g.matcher()
+    m2.maybe_init_reasoning(False)
+    assert allowed(mask_of(m2, info.vocab_size)) == after
+    with pytest.raises(ts.GrammarError, match="not a single token"):
+        ts.Compiler(info, think_end_token="</nope>")

@@ -163,3 +163,17 @@ def test_choice_and_tag_argument_errors(setup):
         c.compile_choice([])
     with pytest.raises(ValueError, match="no `end`"):
         c.compile_structural_tag([{"begin": "<a>", "regex": "x"}], ["<a>"])
+
+
+def test_cuda_without_the_feature_is_a_clear_error(setup):
+    from tokensieve import _tokensieve
+
+    if _tokensieve.CUDA_FEATURE:
+        import pytest as _pytest
+
+        _pytest.skip("this wheel was built with the cuda feature")
+    info, _, _ = setup
+    logits = np.zeros((1, info.vocab_size), np.float32)
+    bm = np.zeros((1, (info.vocab_size + 31) // 32), np.int32)
+    with pytest.raises(RuntimeError, match="without the `cuda` feature"):
+        _tokensieve.apply_token_bitmask_inplace_cuda(logits, bm)

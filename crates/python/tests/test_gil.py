@@ -1,4 +1,4 @@
-"""Batch fills release the GIL: another Python thread runs while one is in progress."""
+"""Batch fills and compiles release the GIL: another Python thread runs while one is in progress."""
 
 from __future__ import annotations
 
@@ -9,18 +9,14 @@ import time
 import tokensieve as ts
 
 
-def test_batch_fill_lets_another_thread_run(llama3):
-    """Deterministic on any core count: with a switch interval of an hour,
-    the interpreter never takes the GIL from the main thread by itself, so
-    the counter thread can only advance while the main thread has released
-    the GIL, i.e. inside the fill (or a sleep, which this test never does
-    between its two reads)."""
-    c = ts.Compiler(llama3)
-    g = c.compile_builtin_json()
-    matchers = [g.matcher() for _ in range(64)]
-    bm = ts.allocate_token_bitmask(64, llama3.vocab_size, kind="numpy")
-    ts.fill_next_token_bitmask_batch(matchers, bm)  # warm
+def other_thread_runs_during(call, attempts: int = 200) -> tuple[bool, bool]:
+    """(whether a spinning Python thread advanced during some `call()`,
+    whether it stayed still during a pure-Python control).
 
+    Deterministic on any core count: with a switch interval of an hour the
+    interpreter never takes the GIL from the main thread by itself, so the
+    spinning thread can only advance while the main thread has released the
+    GIL, i.e. inside `call` (nothing else between the two reads releases it)."""
     counter = [0]
     stop = threading.Event()
 
@@ -40,13 +36,12 @@ def test_batch_fill_lets_another_thread_run(llama3):
             time.sleep(0.001)
         sys.setswitchinterval(3600)
         advanced = False
-        for _ in range(200):
+        for _ in range(attempts):
             before = counter[0]
-            ts.fill_next_token_bitmask_batch(matchers, bm)
+            call()
             if counter[0] != before:
                 advanced = True
                 break
-        # A control with a call that holds the GIL: the counter must not move.
         before = counter[0]
         sum(range(2_000_000))
         held = counter[0] == before
@@ -54,5 +49,22 @@ def test_batch_fill_lets_another_thread_run(llama3):
         sys.setswitchinterval(old)
         stop.set()
         t.join()
+    return advanced, held
+
+
+def test_batch_fill_lets_another_thread_run(llama3):
+    g = ts.Compiler(llama3).compile_builtin_json()
+    matchers = [g.matcher() for _ in range(64)]
+    bm = ts.allocate_token_bitmask(64, llama3.vocab_size, kind="numpy")
+    ts.fill_next_token_bitmask_batch(matchers, bm)  # warm
+    advanced, held = other_thread_runs_during(lambda: ts.fill_next_token_bitmask_batch(matchers, bm))
     assert held, "the control (pure Python, GIL held) let the other thread run: the test is not sound"
     assert advanced, "the other thread never ran during 200 batch fills: the GIL is held"
+
+
+def test_compile_lets_another_thread_run(llama3):
+    c = ts.Compiler(llama3, cache_size=0)
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "array", "items": {"enum": ["a", "b", i]}} for i in range(30)}}
+    advanced, held = other_thread_runs_during(lambda: c.compile_json_schema(schema), attempts=50)
+    assert held, "the control let the other thread run: the test is not sound"
+    assert advanced, "the other thread never ran during 50 compiles: the GIL is held"

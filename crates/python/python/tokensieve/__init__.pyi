@@ -195,8 +195,12 @@ class Compiler:
     first; errors are cached too). ``0`` disables the cache.
     ``max_rollback``: steps every matcher of this compiler keeps for
     ``rollback`` (speculative decoding).
-    ``threads``: threads for :func:`fill_next_token_bitmask_batch` on this
-    compiler's matchers; ``None`` = one per CPU core (rayon's global pool).
+    ``threads``: threads that fill the rows of one
+    :func:`fill_next_token_bitmask_batch` call on this compiler's matchers,
+    the calling thread included (``1``: the caller alone); ``None`` = one
+    per CPU core. The caller fills rows from the start and pool threads take
+    rows off the same counter as they come, so a busy machine never makes a
+    batch wait for a thread that has not started.
     ``think_end_token``: reasoning models; matchers are unconstrained until
     this token (e.g. ``"</think>"``), constrained after it.
     ``options``: backend knobs, ``{name: value}`` (an unknown knob is a
@@ -336,6 +340,11 @@ class Matcher:
         """Has a stop token been accepted?"""
     def reset(self) -> None:
         """Back to the start of the output."""
+    def maybe_init_reasoning(self, thinking: bool) -> None:
+        """Reasoning models (a compiler made with ``think_end_token``):
+        ``True`` = this request starts inside the thinking section
+        (unconstrained until the think-end token), ``False`` = it starts
+        constrained. No effect on other compilers' matchers."""
     def fork(self) -> Matcher:
         """An independent copy in the current state (SGLang's ``copy()``)."""
     def __copy__(self) -> Matcher: ...
