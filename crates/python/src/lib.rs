@@ -8,6 +8,7 @@
 //! The public Python API, with its documentation, is
 //! `python/tokensieve/__init__.pyi`.
 
+mod alloc;
 mod apply;
 mod buffers;
 mod compiler;
@@ -17,6 +18,9 @@ mod parallel;
 mod tokenizer;
 
 use pyo3::prelude::*;
+
+#[global_allocator]
+static ALLOC: alloc::MiMalloc = alloc::MiMalloc;
 
 /// Names of every registered backend.
 #[pyfunction]
