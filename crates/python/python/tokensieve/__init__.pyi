@@ -21,7 +21,8 @@ of the same shape are accepted too.
 Buffers: numpy arrays (and anything with the Python buffer protocol) and torch
 CPU tensors are used in place, never copied. Every call checks dtype, shape,
 C-contiguity and writability first and raises ``ValueError`` saying which is
-wrong; nothing is written when a check fails.
+wrong (``TypeError`` for an object that is no array at all); nothing is
+written when a check fails.
 
 Threads: every object here may be shared between Python threads. Compiles,
 mask fills, draft fills and batch fills run with the GIL released. One
@@ -266,6 +267,8 @@ class Compiler:
         self,
         tags: Sequence[Union[Mapping[str, Any], Any]],
         triggers: Sequence[str],
+        *,
+        strict: bool = True,
     ) -> CompiledGrammar:
         """Free text in which tagged regions are constrained (function
         calling), XGrammar's / SGLang's structural tag:
@@ -274,16 +277,17 @@ class Compiler:
           ``xgrammar.StructuralTagItem``) with ``begin`` (str), ``schema``
           (JSON Schema as a dict or JSON text) and ``end`` (str). Instead of
           ``schema`` a tag may carry exactly one of ``regex`` (str),
-          ``grammar`` (GBNF text, root rule ``root``) or ``choice``
-          (list of str).
+          ``grammar`` (GBNF text; its start rule is ``root``, or the tag's
+          ``root`` field), ``choice`` (list of str) or ``content`` (the
+          Rust ``ConstraintSpec`` as JSON, e.g. ``{"json_schema": "..."}``).
         - ``triggers``: prefixes of ``begin`` strings. The output is free
           text until a trigger appears; from there it must continue into one
           tag whose ``begin`` starts with that trigger, then the content,
           then ``end``, then free text again. Every ``begin`` must start with
           one of the triggers.
 
-        Schemas inside tags compile with ``any_whitespace=True`` and
-        ``strict=True``."""
+        Schemas inside tags compile with ``any_whitespace=True`` and this
+        ``strict``."""
     def cache_info(self) -> dict[str, int]:
         """``{"entries", "hits", "misses"}`` of this compiler's cache."""
     def clear_cache(self) -> None: ...
