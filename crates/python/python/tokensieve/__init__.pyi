@@ -318,7 +318,9 @@ class Matcher:
         error state (a step exceeded a work limit, or the backend panicked)."""
     def accept_tokens(self, token_ids: Sequence[int]) -> bool:
         """All or nothing: ``True`` and every token accepted, or ``False``
-        and the state unchanged."""
+        and the state unchanged (a refusal is undone by rolling back when
+        the tokens fit ``max_rollback``, so steps older than that window may
+        no longer be undoable afterwards; longer lists work on a fork)."""
     def accept_string(self, text: Union[str, bytes]) -> bool:
         """Advances by raw text (e.g. a jump-forward string), all or nothing;
         one rollback step."""
