@@ -50,6 +50,15 @@ struct Shared {
     len: usize,
 }
 
+/// Decrements a helper count when dropped.
+struct Leave<'a>(&'a AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
 /// Takes jobs until none is left.
 ///
 /// # Safety
@@ -88,13 +97,16 @@ pub fn fill_rows(jobs: &mut [RowJob<'_>], pool: Option<&rayon::ThreadPool>, thre
         let s = shared.clone();
         let helper = move || {
             s.active.fetch_add(1, SeqCst);
+            // Leaves `active` even if a fill panicked (matchers catch their
+            // backends' panics; this guards against anything else), so the
+            // caller never waits for ever.
+            let _leave = Leave(&s.active);
             if !s.closed.load(SeqCst) {
                 // SAFETY: not closed yet, so the caller is still in
                 // `fill_rows` and waits for `active` to drop to zero before
                 // the jobs go away.
                 unsafe { take_jobs(&s) };
             }
-            s.active.fetch_sub(1, SeqCst);
         };
         match pool {
             Some(p) => p.spawn(helper),
