@@ -183,3 +183,9 @@ def test_the_tested_version_is_the_one_downloaded():
     assert _plugins.check_sglang_version(SGLANG_VERSION) == SGLANG_VERSION
     with pytest.raises(RuntimeError, match=SGLANG_VERSION.replace(".", r"\.")):
         _plugins.check_sglang_version("0.5.22")
+
+
+def test_the_prefetch_script_downloads_the_tested_releases():
+    script = (peers.REPO_ROOT / "scripts" / "python-serving-peers.sh").read_text()
+    assert f"sglang=={SGLANG_VERSION}" in script
+    assert f"vllm=={peers.VLLM_VERSION}" in script

@@ -161,3 +161,38 @@ def test_general_plugins_are_loaded_from_the_entry_point_group_the_plugin_uses()
     # Plug-ins load before the CLI parser and in the engine-core process.
     assert "load_general_plugins()" in peers.source("vllm", VLLM_VERSION, "vllm/engine/arg_utils.py")
     assert "load_general_plugins()" in peers.source("vllm", VLLM_VERSION, "vllm/v1/engine/core.py")
+
+
+def test_widening_the_backend_literal_reaches_construction_and_the_cli_parser(vllm_types):
+    """The plug-in's first hook on a pydantic dataclass made the way
+    vllm.config.utils.config makes StructuredOutputsConfig (that module
+    imports torch, so the class itself cannot be built here)."""
+    pydantic = pytest.importorskip("pydantic", reason="pydantic (a vLLM dependency) is not installed")
+    import types
+    from typing import Literal
+
+    from pydantic.dataclasses import dataclass
+
+    _, plugin, _ = vllm_types
+    aliases = types.ModuleType("aliases")
+    aliases.StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance"]
+
+    @dataclass(config=pydantic.ConfigDict(extra="forbid"))
+    class StructuredOutputsConfig:
+        backend: aliases.StructuredOutputsBackend = "auto"
+        disable_any_whitespace: bool = False
+
+    with pytest.raises(pydantic.ValidationError):
+        StructuredOutputsConfig(backend="tokensieve")
+    for _ in range(2):  # idempotent
+        plugin.widen_literal_field(
+            StructuredOutputsConfig, "backend", aliases, "StructuredOutputsBackend", "tokensieve"
+        )
+    assert StructuredOutputsConfig(backend="tokensieve").backend == "tokensieve"
+    assert StructuredOutputsConfig(backend="guidance").backend == "guidance"
+    # vLLM's --structured-outputs-config parser: TypeAdapter(cls).validate_json.
+    parsed = pydantic.TypeAdapter(StructuredOutputsConfig).validate_json('{"backend": "tokensieve"}')
+    assert parsed.backend == "tokensieve"
+    with pytest.raises(pydantic.ValidationError):
+        StructuredOutputsConfig(backend="tokensieves")
+    assert aliases.StructuredOutputsBackend.__args__ == ("auto", "xgrammar", "guidance", "tokensieve")

@@ -314,18 +314,27 @@ def install() -> None:
 
 
 def _accept_backend_name() -> None:
-    import pydantic.dataclasses
-
     from vllm.config import structured_outputs as so_module
 
-    cls = so_module.StructuredOutputsConfig
-    names = get_args(so_module.StructuredOutputsBackend)
-    if BACKEND_NAME in names:
+    widen_literal_field(
+        so_module.StructuredOutputsConfig, "backend", so_module, "StructuredOutputsBackend", BACKEND_NAME
+    )
+
+
+def widen_literal_field(cls: type, field_name: str, alias_module: Any, alias_name: str, value: str) -> None:
+    """Adds ``value`` to the ``Literal`` type of ``cls.field_name`` (a pydantic
+    dataclass whose annotation is the alias ``alias_module.alias_name``) and
+    rebuilds the class's validator, so that constructing the class, and
+    parsing it with a ``TypeAdapter`` (vLLM's command line does), accept it."""
+    import pydantic.dataclasses
+
+    names = get_args(getattr(alias_module, alias_name))
+    if value in names:
         return
-    widened = Literal[(*names, BACKEND_NAME)]  # type: ignore[valid-type]
-    so_module.StructuredOutputsBackend = widened
-    cls.__annotations__["backend"] = widened
-    cls.__dataclass_fields__["backend"].type = widened
+    widened = Literal[(*names, value)]  # type: ignore[valid-type]
+    setattr(alias_module, alias_name, widened)
+    cls.__annotations__[field_name] = widened
+    cls.__dataclass_fields__[field_name].type = widened
     pydantic.dataclasses.rebuild_dataclass(cls, force=True)
 
 
