@@ -286,3 +286,19 @@ def test_reset_clears_the_compile_cache(backend):
     assert backend.compiler.cache_info()["entries"] > 0
     backend.reset()
     assert backend.compiler.cache_info()["entries"] == 0
+
+
+def test_masks_cover_a_tokenizer_wider_than_the_logits():
+    """Phi-3.5's tokenizer has 32,011 ids; SGLang may size masks by a model
+    vocab below that (the backend widens it to the tokenizer)."""
+    path = peers.tokenizer_json("phi3.5-mini")
+    if path is None:
+        return
+    info = tokensieve.TokenizerInfo.from_tokenizer_json(str(path))
+    grammar = plugin.TokensieveGrammarBackend(tokenizer_info=info).dispatch_regex("[0-9]+")
+    mask = grammar.allocate_vocab_mask(vocab_size=32000, batch_size=1, device="cpu")
+    assert mask.shape == (1, (info.vocab_size + 31) // 32)
+    grammar.fill_vocab_mask(mask, 0)
+    logits = np.zeros((1, 32000), dtype=np.float32)
+    grammar.apply_vocab_mask(logits=logits, vocab_mask=mask)
+    assert np.isfinite(logits[0]).sum() > 0

@@ -124,7 +124,9 @@ class TokensieveGrammar(_GrammarBase):
     # --- masks -------------------------------------------------------------
 
     def allocate_vocab_mask(self, vocab_size: int, batch_size: int, device: Any) -> Any:
-        return _allocate_vocab_mask(vocab_size, batch_size, device)
+        # SGLang passes the logits' width; rows must also cover every token id
+        # of the tokenizer when it has more ids than the model has logits.
+        return _allocate_vocab_mask(max(vocab_size, self.matcher.vocab_size), batch_size, device)
 
     def fill_vocab_mask(self, vocab_mask: Any, idx: int) -> None:
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)
