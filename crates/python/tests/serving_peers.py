@@ -28,7 +28,8 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 SGLANG_VERSION = "0.5.23"
 VLLM_VERSION = "0.33.0"
 
-TOKENIZERS = REPO_ROOT.parent / "shared" / "data" / "tokenizers"
+SHARED = Path(os.environ.get("TOKENSIEVE_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+TOKENIZERS = SHARED / "tokenizers"
 
 
 def cache_dir() -> Path:

@@ -24,7 +24,13 @@ TESTED_VLLM_VERSIONS = ("0.33.0",)
 
 def _check(stack: str, tested: tuple[str, ...], version: Optional[str]) -> str:
     if version is None:
-        version = importlib.metadata.version(stack)
+        try:
+            version = importlib.metadata.version(stack)
+        except importlib.metadata.PackageNotFoundError:
+            raise RuntimeError(
+                f"tokensieve's {stack} backend needs {stack} {', '.join(tested)};"
+                f" {stack} is not installed."
+            ) from None
     if version not in tested:
         raise RuntimeError(
             f"tokensieve's {stack} backend was tested with {stack} {', '.join(tested)};"
