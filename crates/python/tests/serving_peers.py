@@ -47,8 +47,18 @@ def peer_wheel(name: str, version: str) -> Path:
     if found:
         return found[0]
     command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-        "--disable-pip-version-check", "-q", "-d", str(directory), f"{name}=={version}",
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(directory),
+        f"{name}=={version}",
     ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -129,7 +139,7 @@ def ast_parameters(func: ast.FunctionDef) -> list[tuple[str, str, bool]]:
         out.append((arg.arg, kind, i >= first_default))
     if args.vararg:
         out.append((args.vararg.arg, "VAR_POSITIONAL", False))
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
         out.append((arg.arg, "KEYWORD_ONLY", default is not None))
     if args.kwarg:
         out.append((args.kwarg.arg, "VAR_KEYWORD", False))

@@ -33,7 +33,9 @@ def test_an_untested_release_gets_a_warning_and_no_hooks(monkeypatch, caplog, en
     assert record.getMessage().endswith(("backend is not installed.", "backend is not registered."))
 
 
-@pytest.mark.parametrize("entry, stack", [(_plugins.vllm_plugin, "vllm"), (_plugins.sglang_plugin, "sglang")])
+@pytest.mark.parametrize(
+    "entry, stack", [(_plugins.vllm_plugin, "vllm"), (_plugins.sglang_plugin, "sglang")]
+)
 def test_a_missing_stack_gets_a_warning(monkeypatch, caplog, entry, stack):
     real_version = importlib.metadata.version
 
@@ -56,7 +58,9 @@ def test_the_wheel_declares_both_entry_points():
     declared = {(ep.group, ep.name): ep.value for ep in dist.entry_points}
     groups = {"vllm.general_plugins", "sglang.srt.plugins"}
     if not any(group in groups for group, _ in declared):
-        pytest.skip("the tokensieve wheel declares no serving entry points ([project.entry-points] in pyproject.toml)")
+        pytest.skip(
+            "the tokensieve wheel declares no serving entry points ([project.entry-points] in pyproject.toml)"
+        )
     assert declared[("vllm.general_plugins", "tokensieve")] == "tokensieve._plugins:vllm_plugin"
     assert declared[("sglang.srt.plugins", "tokensieve")] == "tokensieve._plugins:sglang_plugin"
     for group in groups:

@@ -46,7 +46,13 @@ def _parameter_names(params) -> list[str]:
 
 def test_the_grammar_object_has_every_method_of_sglangs(capsys):
     base = _base_methods("BaseGrammarObject")
-    assert {"accept_token", "rollback", "fill_vocab_mask", "copy", "try_jump_forward"} <= base.keys()
+    assert {
+        "accept_token",
+        "rollback",
+        "fill_vocab_mask",
+        "copy",
+        "try_jump_forward",
+    } <= base.keys()
     for name, node in base.items():
         if name == "__init__":
             continue
@@ -73,19 +79,30 @@ def test_the_grammar_object_keeps_the_attributes_sglang_reads():
     import numpy as np
     import tokensieve
 
-    info = tokensieve.TokenizerInfo.from_token_bytes([bytes([b]) for b in range(256)], stop_token_ids=[])
+    info = tokensieve.TokenizerInfo.from_token_bytes(
+        [bytes([b]) for b in range(256)], stop_token_ids=[]
+    )
     grammar = plugin.TokensieveGrammar(tokensieve.Compiler(info).compile_regex("a").matcher())
     assert grammar.current_token is None and grammar.finished is False
     assert hasattr(grammar, "grammar_stats")
-    assert isinstance(grammar.allocate_vocab_mask(vocab_size=256, batch_size=2, device="cpu"), np.ndarray)
+    assert isinstance(
+        grammar.allocate_vocab_mask(vocab_size=256, batch_size=2, device="cpu"), np.ndarray
+    )
 
 
 def test_the_backend_has_every_method_of_sglangs_or_inherits_it():
     base = _base_methods("BaseGrammarBackend")
     overridden = set(base) - INHERITED_BACKEND_MEMBERS
-    assert {"dispatch_json", "dispatch_regex", "dispatch_ebnf", "dispatch_structural_tag"} <= overridden
+    assert {
+        "dispatch_json",
+        "dispatch_regex",
+        "dispatch_ebnf",
+        "dispatch_structural_tag",
+    } <= overridden
     for name in sorted(overridden):
-        assert name in plugin.TokensieveGrammarBackend.__dict__, f"TokensieveGrammarBackend.{name} missing"
+        assert name in plugin.TokensieveGrammarBackend.__dict__, (
+            f"TokensieveGrammarBackend.{name} missing"
+        )
         ours = plugin.TokensieveGrammarBackend.__dict__[name]
         if isinstance(ours, property):
             assert "property" in peers.decorator_names(base[name]), name
@@ -120,26 +137,48 @@ def test_the_reasoning_wrapper_uses_only_what_we_provide():
     for name in grammar_reads:
         assert hasattr(plugin.TokensieveGrammar, name), f"grammar.{name}"
     for name in backend_reads:
-        assert hasattr(plugin.TokensieveGrammarBackend, name) or name in base_backend, f"grammar_backend.{name}"
+        assert hasattr(plugin.TokensieveGrammarBackend, name) or name in base_backend, (
+            f"grammar_backend.{name}"
+        )
     reasoner_init = peers.methods(peers.class_node(module, "ReasonerGrammarBackend"))["__init__"]
     assert _parameter_names(peers.ast_parameters(reasoner_init)) == [
-        "grammar_backend", "reasoning_parser", "tokenizer", "enable_strict_thinking",
+        "grammar_backend",
+        "reasoning_parser",
+        "tokenizer",
+        "enable_strict_thinking",
     ]
 
 
 def test_a_registered_backend_is_built_with_the_factorys_four_arguments():
     module = _sglang(BASE)
-    register = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "register_grammar_backend")
+    register = next(
+        n
+        for n in module.body
+        if isinstance(n, ast.FunctionDef) and n.name == "register_grammar_backend"
+    )
     assert _parameter_names(peers.ast_parameters(register)) == ["name", "init_func"]
-    create = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "create_grammar_backend")
+    create = next(
+        n
+        for n in module.body
+        if isinstance(n, ast.FunctionDef) and n.name == "create_grammar_backend"
+    )
     calls = [
-        n for n in ast.walk(create)
+        n
+        for n in ast.walk(create)
         if isinstance(n, ast.Call) and ast.unparse(n.func) == "GRAMMAR_BACKEND_REGISTRY[name]"
     ]
     assert len(calls) == 1
-    assert [ast.unparse(a) for a in calls[0].args] == ["server_args", "tokenizer", "vocab_size", "eos_token_ids"]
+    assert [ast.unparse(a) for a in calls[0].args] == [
+        "server_args",
+        "tokenizer",
+        "vocab_size",
+        "eos_token_ids",
+    ]
     assert list(inspect.signature(plugin.create_grammar_backend).parameters)[:4] == [
-        "server_args", "tokenizer", "vocab_size", "eos_token_ids",
+        "server_args",
+        "tokenizer",
+        "vocab_size",
+        "eos_token_ids",
     ]
     # Registered backends skip SGLang's own reasoning wrapper: the factory
     # applies it (the source says so by returning before the wrapper).
@@ -156,13 +195,19 @@ def test_the_names_install_and_the_factory_import_exist():
         peers.source("sglang", SGLANG_VERSION, f"sglang/srt/arg_groups/fields/{name}")
         for name in ("serving.py",)
     )
-    for name in ("constrained_json_disable_any_whitespace", "reasoning_parser", "enable_strict_thinking"):
+    for name in (
+        "constrained_json_disable_any_whitespace",
+        "reasoning_parser",
+        "enable_strict_thinking",
+    ):
         assert f"{name}:" in fields, name
     runtime = peers.source("sglang", SGLANG_VERSION, "sglang/srt/runtime_context.py")
     assert "def get_serving(" in runtime
     parser = peers.parse("sglang", SGLANG_VERSION, "sglang/srt/parser/reasoning_parser.py")
     init = peers.methods(peers.class_node(parser, "ReasoningParser"))["__init__"]
-    assert {"model_type", "stream_reasoning", "tokenizer"} <= set(_parameter_names(peers.ast_parameters(init)))
+    assert {"model_type", "stream_reasoning", "tokenizer"} <= set(
+        _parameter_names(peers.ast_parameters(init))
+    )
     kernels = peers.source("sglang", SGLANG_VERSION, "sglang/kernels/ops/grammar/bitmask_ops.py")
     assert "def apply_token_bitmask_inplace_triton(" in kernels
 

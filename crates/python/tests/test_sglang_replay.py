@@ -33,7 +33,9 @@ def backend():
     path = peers.tokenizer_json("llama3")
     if path is None:
         pytest.skip("../shared/data/tokenizers is absent")
-    info = tokensieve.TokenizerInfo.from_tokenizer_json(str(path), vocab_size=VOCAB, stop_token_ids=[EOT])
+    info = tokensieve.TokenizerInfo.from_tokenizer_json(
+        str(path), vocab_size=VOCAB, stop_token_ids=[EOT]
+    )
     return plugin.TokensieveGrammarBackend(tokenizer_info=info)
 
 
@@ -93,7 +95,7 @@ def test_cached_copies_and_a_batch_mask_as_sglang_builds_it(backend, grammar_row
     assert [e.row for e in entries] == [0, 2, 3]
     first.fill_vocab_mask_batched(entries, vocab_mask)
     vocab_mask = first.move_vocab_mask(vocab_mask, "cpu")
-    for entry, prefix in zip(entries, (doc[:0], doc[:2], doc[:4])):
+    for entry, prefix in zip(entries, (doc[:0], doc[:2], doc[:4]), strict=True):
         np.testing.assert_array_equal(vocab_mask[entry.row], mask_after(compiled, prefix))
     for row in (1, 4, 5):  # rows SGLang leaves unconstrained
         assert (vocab_mask[row] == -1).all()
@@ -202,7 +204,13 @@ def test_accept_rollback_and_termination(backend):
 
 def test_jump_forward_and_retokenize(backend):
     grammar = backend.dispatch_json(
-        json.dumps({"type": "object", "properties": {"answer": {"const": "forty-two"}}, "required": ["answer"]})
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"answer": {"const": "forty-two"}},
+                "required": ["answer"],
+            }
+        )
     )
     old_ids = encode(backend, '{"ans')
     for token in old_ids:
@@ -236,7 +244,9 @@ def test_each_constraint_kind_and_its_errors(backend):
                 json.dumps(
                     {
                         "type": "structural_tag",
-                        "structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}],
+                        "structures": [
+                            {"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}
+                        ],
                         "triggers": ["<f>"],
                     }
                 )
@@ -253,9 +263,17 @@ def test_each_constraint_kind_and_its_errors(backend):
         "offset": backend.dispatch_regex("(ab"),
         "/properties/a": backend.dispatch_json(json.dumps({"properties": {"a": {"type": 3}}})),
         "line": backend.dispatch_ebnf("root ::= ("),
-        "format form": backend.dispatch_structural_tag(json.dumps({"type": "structural_tag", "format": {}})),
+        "format form": backend.dispatch_structural_tag(
+            json.dumps({"type": "structural_tag", "format": {}})
+        ),
         "at_least_one": backend.dispatch_structural_tag(
-            json.dumps({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<f>"], "at_least_one": True})
+            json.dumps(
+                {
+                    "structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}],
+                    "triggers": ["<f>"],
+                    "at_least_one": True,
+                }
+            )
         ),
         "not JSON": backend.dispatch_structural_tag("{"),
     }
@@ -267,7 +285,8 @@ def test_each_constraint_kind_and_its_errors(backend):
 
 
 def test_strict_thinking_token_filter_and_mask_reset(backend):
-    mask = plugin.TokensieveGrammar.allocate_vocab_mask(None, VOCAB, 2, "cpu")
+    # The reasoning wrapper allocates through the backend when no grammar is set.
+    mask = backend.allocate_vocab_mask(VOCAB, 2, "cpu")
     backend.set_token_filter(mask, [5, 31, 31, 40], 0, is_allowed=True, reset_vocab_mask=True)
     allowed_ids = [t for t in range(VOCAB) if allowed(mask[0], t)]
     assert allowed_ids == [5, 31, 40]

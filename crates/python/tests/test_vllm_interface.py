@@ -20,9 +20,7 @@ def vllm_types():
     torch only for type checking), and tokensieve.vllm built on it."""
     root = peers.extracted("vllm", VLLM_VERSION, "vllm/v1/structured_output/")
     torch_loaded_before = "torch" in sys.modules
-    module = peers.load_single_file(
-        "vllm.v1.structured_output.backend_types", root / BACKEND_TYPES
-    )
+    module = peers.load_single_file("vllm.v1.structured_output.backend_types", root / BACKEND_TYPES)
     import tokensieve.vllm as plugin
 
     yield module, plugin, torch_loaded_before
@@ -92,7 +90,9 @@ def test_the_backend_names_are_a_literal_the_plugin_can_widen():
         node
         for node in module.body
         if isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == "StructuredOutputsBackend" for t in node.targets)
+        and any(
+            isinstance(t, ast.Name) and t.id == "StructuredOutputsBackend" for t in node.targets
+        )
     )
     assert isinstance(alias.value, ast.Subscript) and ast.unparse(alias.value.value) == "Literal"
     names = [elt.value for elt in alias.value.slice.elts]
@@ -114,7 +114,10 @@ def test_request_validation_has_the_signature_the_hook_wraps():
     module = peers.parse("vllm", VLLM_VERSION, "vllm/sampling_params.py")
     validate = _function(module, "SamplingParams", "_validate_structured_outputs")
     assert [p[0] for p in peers.ast_parameters(validate)] == [
-        "self", "model_config", "structured_outputs_config", "tokenizer",
+        "self",
+        "model_config",
+        "structured_outputs_config",
+        "tokenizer",
     ]
     text = ast.unparse(validate)
     # An unknown backend name falls through to the "auto" branch: the hook
@@ -126,7 +129,15 @@ def test_request_validation_has_the_signature_the_hook_wraps():
     assert "check_json_nesting" in top_level
     params = peers.class_node(module, "StructuredOutputsParams")
     field_names = {ast.unparse(n.target) for n in params.body if isinstance(n, ast.AnnAssign)}
-    assert {"json", "regex", "choice", "grammar", "json_object", "structural_tag", "_backend"} <= field_names
+    assert {
+        "json",
+        "regex",
+        "choice",
+        "grammar",
+        "json_object",
+        "structural_tag",
+        "_backend",
+    } <= field_names
 
 
 def test_grammar_init_builds_a_backend_only_when_none_exists():
@@ -138,7 +149,10 @@ def test_grammar_init_builds_a_backend_only_when_none_exists():
     assert "request_backend = structured_outputs._backend" in text
     assert "self.backend.compile_grammar" not in text  # compiled later, by _create_grammar
     create = ast.unparse(_function(module, "StructuredOutputManager", "_create_grammar"))
-    assert "self.backend.compile_grammar(request_type, grammar_spec, stop_token_ids=stop_token_ids)" in create
+    assert (
+        "self.backend.compile_grammar(request_type, grammar_spec, stop_token_ids=stop_token_ids)"
+        in create
+    )
     init = ast.unparse(_function(module, "StructuredOutputManager", "__init__"))
     assert "self.tokenizer = " in init and "self.vllm_config = vllm_config" in init
 
@@ -154,12 +168,16 @@ def test_general_plugins_are_loaded_from_the_entry_point_group_the_plugin_uses()
     assert 'DEFAULT_PLUGINS_GROUP = "vllm.general_plugins"' in text
     module = ast.parse(text)
     loader = next(
-        n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "load_general_plugins"
+        n
+        for n in module.body
+        if isinstance(n, ast.FunctionDef) and n.name == "load_general_plugins"
     )
     # Every loaded plug-in function is called with no argument.
     assert "func()" in ast.unparse(loader)
     # Plug-ins load before the CLI parser and in the engine-core process.
-    assert "load_general_plugins()" in peers.source("vllm", VLLM_VERSION, "vllm/engine/arg_utils.py")
+    assert "load_general_plugins()" in peers.source(
+        "vllm", VLLM_VERSION, "vllm/engine/arg_utils.py"
+    )
     assert "load_general_plugins()" in peers.source("vllm", VLLM_VERSION, "vllm/v1/engine/core.py")
 
 
@@ -167,7 +185,9 @@ def test_widening_the_backend_literal_reaches_construction_and_the_cli_parser(vl
     """The plug-in's first hook on a pydantic dataclass made the way
     vllm.config.utils.config makes StructuredOutputsConfig (that module
     imports torch, so the class itself cannot be built here)."""
-    pydantic = pytest.importorskip("pydantic", reason="pydantic (a vLLM dependency) is not installed")
+    pydantic = pytest.importorskip(
+        "pydantic", reason="pydantic (a vLLM dependency) is not installed"
+    )
     import types
     from typing import Literal
 
@@ -191,8 +211,15 @@ def test_widening_the_backend_literal_reaches_construction_and_the_cli_parser(vl
     assert StructuredOutputsConfig(backend="tokensieve").backend == "tokensieve"
     assert StructuredOutputsConfig(backend="guidance").backend == "guidance"
     # vLLM's --structured-outputs-config parser: TypeAdapter(cls).validate_json.
-    parsed = pydantic.TypeAdapter(StructuredOutputsConfig).validate_json('{"backend": "tokensieve"}')
+    parsed = pydantic.TypeAdapter(StructuredOutputsConfig).validate_json(
+        '{"backend": "tokensieve"}'
+    )
     assert parsed.backend == "tokensieve"
     with pytest.raises(pydantic.ValidationError):
         StructuredOutputsConfig(backend="tokensieves")
-    assert aliases.StructuredOutputsBackend.__args__ == ("auto", "xgrammar", "guidance", "tokensieve")
+    assert aliases.StructuredOutputsBackend.__args__ == (
+        "auto",
+        "xgrammar",
+        "guidance",
+        "tokensieve",
+    )

@@ -13,7 +13,9 @@ import pytest
 import serving_peers as peers
 from serving_peers import VLLM_VERSION
 
-tokenizers = pytest.importorskip("tokenizers", reason="the Hugging Face tokenizers package is not installed")
+tokenizers = pytest.importorskip(
+    "tokenizers", reason="the Hugging Face tokenizers package is not installed"
+)
 
 import tokensieve  # noqa: E402
 
@@ -226,7 +228,7 @@ def test_large_batches_fill_in_vllms_thread_pool(plugin, qwen, backend):
         for grammar, index in batch:
             grammar.fill_bitmask(parallel, index)
 
-    batches = [list(zip(grammars, range(130)))[i : i + 16] for i in range(0, 130, 16)]
+    batches = [list(enumerate(grammars))[i : i + 16] for i in range(0, 130, 16)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         for future in [pool.submit(fill, batch) for batch in batches]:
             future.result()
@@ -272,12 +274,16 @@ def test_malformed_requests_fail_with_the_reason(plugin, qwen, backend):
         backend.compile_grammar(options.REGEX, "(ab")
     assert err.value.offset is not None
     with pytest.raises(tokensieve.GrammarError) as err:
-        backend.compile_grammar(options.JSON, json.dumps({"type": "object", "properties": {"a": {"type": 3}}}))
+        backend.compile_grammar(
+            options.JSON, json.dumps({"type": "object", "properties": {"a": {"type": 3}}})
+        )
     assert err.value.pointer is not None
     with pytest.raises(ValueError, match="Lark"):
         backend.compile_grammar(options.GRAMMAR, "start: NUMBER\n%import common.NUMBER")
     with pytest.raises(ValueError, match="format form"):
-        backend.compile_grammar(options.STRUCTURAL_TAG, json.dumps({"type": "structural_tag", "format": {}}))
+        backend.compile_grammar(
+            options.STRUCTURAL_TAG, json.dumps({"type": "structural_tag", "format": {}})
+        )
     # The front end's check needs no model tokenizer.
     with pytest.raises(ValueError, match="tokensieve cannot compile this regex"):
         plugin.validate_key(options.REGEX, "(ab")

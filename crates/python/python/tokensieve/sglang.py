@@ -23,7 +23,7 @@ import os
 from typing import Any, List, Optional, Sequence, Tuple
 
 import tokensieve
-from tokensieve._plugins import TESTED_SGLANG_VERSIONS, check_sglang_version
+from tokensieve._plugins import TESTED_SGLANG_VERSIONS, check_sglang_version  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class TokensieveGrammar(_GrammarBase):
         longest common prefix of the old and new ids, then accept the rest of
         the new ones."""
         common = 0
-        for old_id, new_id in zip(old_output_ids, new_output_ids):
+        for old_id, new_id in zip(old_output_ids, new_output_ids, strict=False):
             if old_id != new_id:
                 break
             common += 1
@@ -203,7 +203,9 @@ class TokensieveGrammar(_GrammarBase):
                 )
 
     def __repr__(self) -> str:
-        return f"TokensieveGrammar(key_string={self.key_string!r}, current_token={self.current_token})"
+        return (
+            f"TokensieveGrammar(key_string={self.key_string!r}, current_token={self.current_token})"
+        )
 
 
 def _allocate_vocab_mask(vocab_size: int, batch_size: int, device: Any) -> Any:
@@ -308,7 +310,9 @@ class TokensieveGrammarBackend(_BackendBase):
     def dispatch_json(self, key_string: str) -> Any:
         if key_string == "$$ANY$$":
             # SGLang's marker for "any JSON", arrays and scalars included.
-            return self._compile("json", key_string, lambda: self.compiler.compile_json_schema(True))
+            return self._compile(
+                "json", key_string, lambda: self.compiler.compile_json_schema(True)
+            )
         return self._compile(
             "json",
             key_string,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, get_args
 
 import tokensieve
-from tokensieve._plugins import TESTED_VLLM_VERSIONS, check_vllm_version
+from tokensieve._plugins import TESTED_VLLM_VERSIONS, check_vllm_version  # noqa: F401 (re-exported)
 from vllm.v1.structured_output.backend_types import (
     StructuredOutputBackend,
     StructuredOutputGrammar,
@@ -256,12 +256,17 @@ def _structural_tag(grammar_spec: str) -> tuple[list, list]:
             raise ValueError("structural tag: each structure needs begin and end")
         schema = structure.get("schema")
         tags.append(
-            {"begin": structure["begin"], "schema": {} if schema is None else schema, "end": structure["end"]}
+            {
+                "begin": structure["begin"],
+                "schema": {} if schema is None else schema,
+                "end": structure["end"],
+            }
         )
     return tags, triggers
 
 
 # --- request validation (the front-end process) ---------------------------
+
 
 #: A byte-level vocabulary: compiling against it checks that a constraint is
 #: well formed without the model's tokenizer, as vLLM's own validators do.
@@ -289,7 +294,9 @@ def validate_key(
     try:
         compile_request(_validation_compiler(), request_type, grammar_spec, any_whitespace)
     except (tokensieve.GrammarError, ValueError, TypeError, KeyError) as err:
-        raise ValueError(f"tokensieve cannot compile this {request_type.name.lower()}: {err}") from err
+        raise ValueError(
+            f"tokensieve cannot compile this {request_type.name.lower()}: {err}"
+        ) from err
 
 
 # --- the plug-in ------------------------------------------------------------
@@ -317,11 +324,17 @@ def _accept_backend_name() -> None:
     from vllm.config import structured_outputs as so_module
 
     widen_literal_field(
-        so_module.StructuredOutputsConfig, "backend", so_module, "StructuredOutputsBackend", BACKEND_NAME
+        so_module.StructuredOutputsConfig,
+        "backend",
+        so_module,
+        "StructuredOutputsBackend",
+        BACKEND_NAME,
     )
 
 
-def widen_literal_field(cls: type, field_name: str, alias_module: Any, alias_name: str, value: str) -> None:
+def widen_literal_field(
+    cls: type, field_name: str, alias_module: Any, alias_name: str, value: str
+) -> None:
     """Adds ``value`` to the ``Literal`` type of ``cls.field_name`` (a pydantic
     dataclass whose annotation is the alias ``alias_module.alias_name``) and
     rebuilds the class's validator, so that constructing the class, and
