@@ -225,7 +225,7 @@ def test_large_batches_fill_in_vllms_thread_pool(plugin, qwen, backend):
     serial = backend.allocate_token_bitmask(256)
 
     def fill(batch):
-        for grammar, index in batch:
+        for index, grammar in batch:
             grammar.fill_bitmask(parallel, index)
 
     batches = [list(enumerate(grammars))[i : i + 16] for i in range(0, 130, 16)]
