@@ -166,16 +166,20 @@ class TokensieveBackend(StructuredOutputBackend):
         key = frozenset(stop_token_ids) if stop_token_ids else None
         with self._lock:
             compiler = self._compilers.get(key)
+        if compiler is not None:
+            return compiler
+        # Reading the vocabulary takes a while: other stop sets keep compiling
+        # meanwhile (two threads may both build one; the first one is kept).
+        info = self._tokenizer_info(None if key is None else sorted(key))
+        built = tokensieve.Compiler(info, self.backend_name, max_rollback=self.max_rollback)
+        with self._lock:
+            compiler = self._compilers.get(key)
             if compiler is None:
                 if len(self._compilers) >= MAX_STOP_SETS:
                     # Keep the default set; drop the oldest request-specific one.
                     oldest = next(k for k in self._compilers if k is not None)
                     del self._compilers[oldest]
-                info = self._tokenizer_info(None if key is None else sorted(key))
-                compiler = tokensieve.Compiler(
-                    info, self.backend_name, max_rollback=self.max_rollback
-                )
-                self._compilers[key] = compiler
+                compiler = self._compilers[key] = built
             return compiler
 
     def compile_grammar(
