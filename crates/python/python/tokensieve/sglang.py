@@ -1,4 +1,4 @@
-"""SGLang grammar backend served by tokensieve: the per-request grammar object, the backend, and the plug-in entry point.
+"""SGLang grammar backend served by tokensieve: the per-request grammar object, the backend, and the install function its plug-in entry point calls.
 
 Turn it on with ``--grammar-backend tokensieve`` once the ``tokensieve`` wheel is
 installed next to SGLang: SGLang's plug-in loader (entry point group
