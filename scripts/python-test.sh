@@ -52,5 +52,9 @@ echo "python-test: building the wheel (profile $PROFILE)" >&2
 cargo build --quiet --profile "$PROFILE" -p tokensieve-python --example conformance_masks
 export TOKENSIEVE_CONFORMANCE_HELPER="$ROOT/target/$PROFILE_DIR/examples/conformance_masks"
 
+# The serving plug-ins' tests: the SGLang and vLLM release wheels (no
+# dependencies) and the small packages their tests read.
+bash "$ROOT/scripts/python-serving-peers.sh" "$VPY"
+
 cd crates/python
 exec "$VPY" -m pytest tests -rs -p no:cacheprovider "$@"

@@ -90,3 +90,16 @@ def allowed(row) -> set[int]:
 
     bits = np.unpackbits(np.asarray(row).view(np.uint8), bitorder="little")
     return set(np.flatnonzero(bits).tolist())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each skip also goes to the file TOKENSIEVE_SKIP_LOG names, beside the Rust tests' skips,
+    so that scripts/test.sh ends with one line counting them all by reason."""
+    log = os.environ.get("TOKENSIEVE_SKIP_LOG")
+    if not log or not report.skipped:
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"skipped: {report.nodeid}: {reason}\n")
