@@ -16,6 +16,14 @@
 //! pointer; sets no item refers to are freed. Empty rules are handled the
 //! Aycock–Horspool way (predicting a nullable rule also moves past it), so
 //! completion never looks into the set being built.
+//!
+//! A mask is a walk of the vocabulary's token trie with an Earley set (a
+//! [`Level`]) per node on the way down. Where lexemes may end inside a
+//! token, the walk goes on from the closure after them (a [`Chunk`]);
+//! those exits are noted per node and walked in trie order, so each node
+//! is walked once with every closure that reaches it, whatever the number
+//! of ways its bytes split into lexemes ([`Walker::walk_exits`]). The
+//! crate docs state what one step costs at most.
 
 use hashbrown::{HashMap, HashSet};
 use std::cmp::Reverse;
