@@ -29,6 +29,7 @@ use hashbrown::{HashMap, HashSet};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokensieve_core::StepError;
@@ -224,11 +225,19 @@ impl ESet {
 /// each of them completes into sets as big: made once per set, the index
 /// makes a completion cost its parents alone.
 #[derive(Debug, Default)]
-pub(crate) struct Waiting(OnceLock<FxHashMap<u32, Vec<u32>>>);
+pub(crate) struct Waiting {
+    /// `(rule, item)` for the items before a rule, sorted.
+    index: OnceLock<Box<[(u32, u32)]>>,
+    /// Completions read item by item so far: most sets take one or two,
+    /// for which making the index costs more than it saves.
+    reads: AtomicU32,
+}
 
 impl Waiting {
     /// Sets smaller than this are read item by item.
     const SMALL: usize = 32;
+    /// Completions read item by item before the index is made.
+    const READS: u32 = 4;
 
     /// Calls `f` with each item of `items` (the set this index is of)
     /// whose dot is before `rule`.
@@ -241,32 +250,40 @@ impl Waiting {
         budget: &mut Budget,
         mut f: impl FnMut(&'a Item),
     ) -> Result<(), StepError> {
-        if items.len() < Self::SMALL {
-            budget.spend(items.len())?;
-            for parent in items {
-                if cfg.syms[parent.pos as usize] == Sym::Rule(rule) {
-                    f(parent);
+        let index = match self.index.get() {
+            Some(index) => index,
+            None if items.len() < Self::SMALL
+                || self.reads.fetch_add(1, Ordering::Relaxed) < Self::READS =>
+            {
+                budget.spend(items.len())?;
+                for parent in items {
+                    if cfg.syms[parent.pos as usize] == Sym::Rule(rule) {
+                        f(parent);
+                    }
                 }
+                return Ok(());
             }
-            return Ok(());
-        }
-        if self.0.get().is_none() {
-            budget.spend(items.len())?;
-        }
-        let index = self.0.get_or_init(|| {
-            let mut index: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-            for (i, item) in items.iter().enumerate() {
-                if let Sym::Rule(r) = cfg.syms[item.pos as usize] {
-                    index.entry(r).or_default().push(i as u32);
-                }
+            None => {
+                budget.spend(items.len())?;
+                self.index.get_or_init(|| {
+                    let mut index: Vec<(u32, u32)> = items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, item)| match cfg.syms[item.pos as usize] {
+                            Sym::Rule(r) => Some((r, i as u32)),
+                            _ => None,
+                        })
+                        .collect();
+                    index.sort_unstable();
+                    index.into_boxed_slice()
+                })
             }
-            index
-        });
-        if let Some(parents) = index.get(&rule) {
-            budget.spend(parents.len())?;
-            for &i in parents {
-                f(&items[i as usize]);
-            }
+        };
+        let from = index.partition_point(|&(r, _)| r < rule);
+        let parents = index[from..].iter().take_while(|&&(r, _)| r == rule);
+        for &(_, i) in parents {
+            budget.spend(1)?;
+            f(&items[i as usize]);
         }
         Ok(())
     }
@@ -889,7 +906,7 @@ fn first_bytes_of(cfg: &Cfg, items: &[Item]) -> [u64; 4] {
 impl Level {
     fn reset(&mut self) {
         self.own.clear();
-        if self.waiting.0.get().is_some() {
+        if self.waiting.index.get().is_some() || *self.waiting.reads.get_mut() > 0 {
             self.waiting = Waiting::default();
         }
         self.chunks.clear();
@@ -910,7 +927,7 @@ pub(crate) struct Walker {
     /// The chunks of one walk by [`Chunk::live`]: a chunk that goes on as
     /// one made before ([`Chunk::same_future`]) is that one, so that the
     /// levels and exits holding it compare pointers.
-    interned: FxHashMap<u64, Vec<Arc<Chunk>>>,
+    interned: FxHashMap<u64, Arc<Chunk>>,
     /// [`dedupe`]'s scratch, kept from one call to the next.
     seen: Seen,
     /// Room kept between walks (cleared), so that a walk of a few nodes
@@ -945,6 +962,13 @@ struct Exits {
 
 impl Exits {
     const NONE: u32 = u32::MAX;
+
+    /// Whether a node before `end` is noted (or was, and has been reached
+    /// since: [`Walker::walk_exits`] drops it).
+    #[inline]
+    fn any_before(&self, end: u32) -> bool {
+        matches!(self.order.peek(), Some(&Reverse(node)) if node < end)
+    }
 
     fn clear(&mut self) {
         if !self.order.is_empty() || !self.links.is_empty() {
@@ -1149,16 +1173,17 @@ impl Walker {
     /// The chunk made before that goes on as `chunk` does and left the
     /// same completions pending, else `chunk`.
     fn intern(&mut self, cfg: &Cfg, chunk: Chunk) -> Arc<Chunk> {
-        let alike = self.interned.entry(chunk.live).or_default();
-        if let Some(known) = alike
-            .iter()
-            .find(|c| c.reached == chunk.reached && c.same_future(cfg, &chunk))
-        {
-            return known.clone();
+        match self.interned.entry(chunk.live) {
+            hashbrown::hash_map::Entry::Occupied(known) => {
+                let known = known.get();
+                if known.reached == chunk.reached && known.same_future(cfg, &chunk) {
+                    return known.clone();
+                }
+                // Another chunk of the same hash: kept apart (rare).
+                Arc::new(chunk)
+            }
+            hashbrown::hash_map::Entry::Vacant(slot) => slot.insert(Arc::new(chunk)).clone(),
         }
-        let chunk = Arc::new(chunk);
-        alike.push(chunk.clone());
-        chunk
     }
 
     /// Notes that the walk goes on below `node` (at `depth`) from `chunk`.
@@ -1625,7 +1650,7 @@ impl Walker {
                 }
             }
             if scanned.is_empty() {
-                if !self.exits.order.is_empty() {
+                if self.exits.any_before(n.next) {
                     let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
                     self.walk_exits(cfg, trie, n.next, row, budget, reborrowed)?;
                 }
@@ -1712,8 +1737,8 @@ impl Walker {
         let (bytes, kids) = trie.kids(node as usize);
         for (&b, &kid) in bytes.iter().zip(kids) {
             if first[b as usize >> 6] >> (b & 63) & 1 == 0 {
-                if !self.exits.order.is_empty() {
-                    let end = trie.nodes[kid as usize].next;
+                let end = trie.nodes[kid as usize].next;
+                if self.exits.any_before(end) {
                     let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
                     self.walk_exits(cfg, trie, end, row, budget, reborrowed)?;
                 }
