@@ -474,7 +474,14 @@ pub(crate) fn close(
                     },
                     Origin::Local(j) => {
                         let level = &locals[*j as usize];
-                        level.waiting.each(cfg, &level.own, r, budget, &mut add)?;
+                        // Scanned lexeme items, but at the base of a walk
+                        // from a set's items, read whole as a small set.
+                        budget.spend(level.own.len())?;
+                        for parent in &level.own {
+                            if cfg.syms[parent.pos as usize] == Sym::Rule(r) {
+                                add(parent);
+                            }
+                        }
                         for c in &level.chunks {
                             c.waiting.each(cfg, &c.items, r, budget, &mut add)?;
                         }
@@ -803,6 +810,9 @@ pub(crate) struct Chunk {
     /// [`Chunk::same_future`]), whatever their order.
     live: u64,
     waiting: Waiting,
+    /// Whether no item starts in a level of the walk: what a level of
+    /// such chunks memoizes holds whatever the levels above it.
+    unrooted: bool,
 }
 
 impl Chunk {
@@ -819,7 +829,9 @@ impl Chunk {
                 h.finish()
             })
             .fold(0u64, u64::wrapping_add);
+        let unrooted = !items.iter().any(|i| matches!(i.origin, Origin::Local(_)));
         Chunk {
+            unrooted,
             first: first_bytes_of(cfg, &items),
             items,
             reached,
@@ -882,9 +894,6 @@ impl Chunk {
 #[derive(Default)]
 pub(crate) struct Level {
     own: Vec<Item>,
-    /// The index of `own` (which holds parents at the base of a walk from
-    /// a set's items; elsewhere only scanned lexeme items).
-    waiting: Waiting,
     chunks: Vec<Arc<Chunk>>,
     memo: FxHashMap<u32, Arc<Chunk>>,
 }
@@ -904,11 +913,29 @@ fn first_bytes_of(cfg: &Cfg, items: &[Item]) -> [u64; 4] {
 }
 
 impl Level {
+    /// Makes the level hold the chunks `group` (emptied) and no item of
+    /// its own. Where it holds them already and they start in no level,
+    /// what it memoized still holds: the exits of one lexeme share the
+    /// closures after the lexemes that follow it (the same at every exit),
+    /// as when each was walked from one base level.
+    fn hold(&mut self, group: &mut Vec<Arc<Chunk>>) {
+        let same = self.own.is_empty()
+            && self.chunks.len() == group.len()
+            && self
+                .chunks
+                .iter()
+                .zip(group.iter())
+                .all(|(a, b)| Arc::ptr_eq(a, b) && a.unrooted);
+        if same {
+            group.clear();
+            return;
+        }
+        self.reset();
+        self.chunks.append(group);
+    }
+
     fn reset(&mut self) {
         self.own.clear();
-        if self.waiting.index.get().is_some() || *self.waiting.reads.get_mut() > 0 {
-            self.waiting = Waiting::default();
-        }
         self.chunks.clear();
         // Clearing a map writes all its room, empty or not: a level is
         // reset at every trie node a walk reads.
@@ -940,6 +967,13 @@ pub(crate) struct Walker {
     /// Trie nodes where a lexeme may end that the walk has not reached
     /// yet, with the closures after it (see [`Walker::walk_exits`]).
     exits: Exits,
+    /// The exits of the base set of a walk, before they are walked
+    /// ([`Walker::walk_noted`]).
+    noted: Vec<(u32, u32, Arc<Chunk>)>,
+    /// Lists of exits of lexeme walks, kept for the next ones.
+    spare_noted: Vec<Vec<(u32, u32, Arc<Chunk>)>>,
+    /// The chunks of one exit node, before they are its level's.
+    group: Vec<Arc<Chunk>>,
     /// A summary's row of tokens, all zeros between summaries (or empty):
     /// a fresh one was a 16 KB zeroed allocation per summary (Llama 3),
     /// most of whose sets end as a few ids.
@@ -1156,6 +1190,7 @@ impl Walker {
             self.interned.clear();
         }
         self.exits.clear();
+        self.noted.clear();
     }
 
     /// The closure of the items right after a lexeme of the base set (its
@@ -1224,6 +1259,81 @@ impl Walker {
             }
             link = *next;
         }
+    }
+
+    /// Walks below the exits of a walk's base set (`self.noted`), then
+    /// below those noted meanwhile.
+    fn walk_noted(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        let mut noted = std::mem::take(&mut self.noted);
+        let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+        self.walk_list(cfg, trie, &mut noted, u32::MAX, row, budget, reborrowed)?;
+        self.noted = noted;
+        self.walk_exits(cfg, trie, u32::MAX, row, budget, summarizing)
+    }
+
+    /// Walks below the exits `list` (emptied), which lie before node `end`
+    /// with nothing noted there yet: in trie order, one walk a node with
+    /// every closure listed there. Where none lies below another (a
+    /// string's ends, a key's), each is walked as it comes; else all are
+    /// noted for [`Walker::walk_exits`], so that a node reached from an
+    /// exit above it is walked once.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_list(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        list: &mut Vec<(u32, u32, Arc<Chunk>)>,
+        end: u32,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        list.sort_unstable_by_key(|&(node, _, _)| node);
+        let nested = list
+            .windows(2)
+            .any(|w| w[1].0 != w[0].0 && w[1].0 < trie.nodes[w[0].0 as usize].next);
+        if nested || self.exits.any_before(end) {
+            for (node, depth, chunk) in list.drain(..) {
+                self.add_exit(cfg, node, depth, chunk);
+            }
+            return Ok(());
+        }
+        let mut i = 0;
+        while i < list.len() {
+            let (node, depth) = (list[i].0, list[i].1);
+            budget.spend(1)?;
+            let k = depth as usize;
+            if self.levels.len() <= k {
+                self.levels.resize_with(k + 1, Level::default);
+            }
+            let mut group = std::mem::take(&mut self.group);
+            while i < list.len() && list[i].0 == node {
+                if !group.iter().any(|c| c.same_future(cfg, &list[i].2)) {
+                    group.push(list[i].2.clone());
+                }
+                i += 1;
+            }
+            let level = &mut self.levels[k];
+            level.hold(&mut group);
+            self.group = group;
+            let mut bytes = [0u64; 4];
+            for c in &level.chunks {
+                for (w, f) in bytes.iter_mut().zip(&c.first) {
+                    *w |= f;
+                }
+            }
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            self.walk_kids(cfg, trie, node, &bytes, row, budget, reborrowed)?;
+        }
+        list.clear();
+        Ok(())
     }
 
     /// Walks below every noted exit before node `end` (in trie order),
@@ -1306,10 +1416,10 @@ impl Walker {
             let after = vec![cfg.advanced_from(item, &here)];
             let chunk = Self::base_chunk(cfg, after, budget, None)?;
             for &(node, depth) in &state.exits {
-                self.add_exit(cfg, node, depth, chunk.clone());
+                self.noted.push((node, depth, chunk.clone()));
             }
         }
-        self.walk_exits(cfg, trie, u32::MAX, row, budget, None)
+        self.walk_noted(cfg, trie, row, budget, None)
     }
 
     /// The summary of `cur` (whose older origins are `markers`, as
@@ -1394,13 +1504,12 @@ impl Walker {
                 for &(marker, rule) in &at_exit {
                     pending.push((marker, rule, node, depth));
                 }
-                self.add_exit(cfg, node, depth, chunk.clone());
+                self.noted.push((node, depth, chunk.clone()));
             }
         }
-        self.walk_exits(
+        self.walk_noted(
             cfg,
             trie,
-            u32::MAX,
             &mut allowed,
             budget,
             Some((&mut frontier, &mut pending)),
@@ -1463,13 +1572,12 @@ impl Walker {
                 std::mem::swap(&mut last, &mut groups_at);
             }
             if let Some(chunk) = &union {
-                self.add_exit(cfg, node, depth, chunk.clone());
+                self.noted.push((node, depth, chunk.clone()));
             }
         }
-        self.walk_exits(
+        self.walk_noted(
             cfg,
             trie,
-            u32::MAX,
             &mut found,
             budget,
             Some((&mut frontier, &mut pending)),
@@ -1778,6 +1886,7 @@ impl Walker {
         let n = trie.nodes[j];
         let d = n.depth as usize;
         let mut items = std::mem::take(&mut self.levels[d].own);
+        let mut noted = self.spare_noted.pop().unwrap_or_default();
         // Taken (a walk below an exit takes its own) and put back.
         let mut kept = std::mem::take(&mut self.kept);
         let mut exits = std::mem::take(&mut self.lexeme_exits);
@@ -1816,22 +1925,41 @@ impl Walker {
                     }
                     None => self.chunk(cfg, item, k, budget, None)?,
                 };
-                self.add_exit(cfg, e, depth, chunk);
+                noted.push((e, depth, chunk));
             }
         }
         self.kept = kept;
         self.lexeme_exits = exits;
-        if !self.levels[d].chunks.is_empty() {
-            let mut first = [0u64; 4];
-            for c in &self.levels[d].chunks {
-                for (w, f) in first.iter_mut().zip(&c.first) {
-                    *w |= f;
-                }
+        let mut first = [0u64; 4];
+        for c in &self.levels[d].chunks {
+            for (w, f) in first.iter_mut().zip(&c.first) {
+                *w |= f;
             }
+        }
+        // Whether the walk from the level's chunks may reach an exit: it
+        // enters the children of `j` whose bytes they take.
+        let (bytes, kids) = trie.kids(j);
+        let reached = |e: u32| {
+            let kid = kids.partition_point(|&k| k <= e) - 1;
+            let b = bytes[kid];
+            first[b as usize >> 6] >> (b & 63) & 1 == 1
+        };
+        if noted.iter().any(|&(e, _, _)| reached(e)) {
+            // Noted, each is walked once, from both.
+            for (e, depth, chunk) in noted.drain(..) {
+                self.add_exit(cfg, e, depth, chunk);
+            }
+        }
+        if first != [0; 4] {
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
             self.walk_kids(cfg, trie, j as u32, &first, row, budget, reborrowed)?;
         }
-        self.walk_exits(cfg, trie, n.next, row, budget, summarizing)?;
+        let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+        self.walk_list(cfg, trie, &mut noted, n.next, row, budget, reborrowed)?;
+        self.spare_noted.push(noted);
+        if self.exits.any_before(n.next) {
+            self.walk_exits(cfg, trie, n.next, row, budget, summarizing)?;
+        }
         // The level's room, for the next node at this depth.
         items.clear();
         self.levels[d].own = items;
