@@ -80,7 +80,47 @@
 //!   [`EarleyConfig::max_step_work`]): past a limit the step fails with
 //!   `StepError::LimitExceeded` naming it, and the matcher refuses
 //!   everything after (a mask computed when the limit hit holds only the
-//!   tokens proven so far).
+//!   tokens proven so far). What a step costs below those limits is the
+//!   next section.
+//!
+//! ## The work of one step
+//!
+//! An Earley item is a dotted alternative, the state of the lexeme after
+//! the dot and an origin. Let `K` be the item kinds of the lowered
+//! grammar: one per position in its alternatives, and at a position
+//! before a lexeme one per state of that lexeme's DFA (its states, as
+//! [`EarleyConfig::max_lexeme_states`] bounds them). Let `A` be the most
+//! alternatives of a rule, `O` the older sets the current set's items
+//! start in (at most the nesting depth of the output so far, plus one),
+//! `T` the nodes of the vocabulary's token trie (at most its bytes) and
+//! `D` its longest token, in bytes.
+//!
+//! - **A byte** (of [`accept_token`](tokensieve_core::GrammarObject::accept_token)
+//!   or `accept_bytes`): the next set holds at most `I = K·(O + 1)` items;
+//!   closing it costs each item once, a prediction its `A` alternatives,
+//!   a completion the items of its origin set that wait for its rule
+//!   (an index of a big set's items by rule is made once per set, `I`
+//!   more): `O(I·(A + I))` item operations, `O(I·A)` when completions
+//!   meet few parents (an unambiguous grammar).
+//! - **A mask** (`fill_bitmask`): one walk of the trie, each node read at
+//!   most once. The lexemes ending inside a token are noted at the nodes
+//!   where they end and walked in trie order, each node once with the
+//!   union of the closures that reach it: a run of bytes that splits into
+//!   lexemes in many ways (lexemes that may be empty, or that may follow
+//!   themselves, `(ws item)*` with `ws ::= [ \t]*`) costs what one Earley
+//!   set per byte costs, not one walk per split. At a node of depth
+//!   `d ≤ D` the items are at most `K·(d + O)`, each closed once per
+//!   origin, so a walk costs `O(T·K·(D + O)·(A + K·(D + O)))` item
+//!   operations and one lexeme DFA step per item and trie node below it.
+//!   Completions into sets older than the current one leave a walk below
+//!   the nodes where they happen, made from the sets they reach: at most
+//!   `O + 1` walks a mask. Masks of a set shape already met cost a row
+//!   read ([`EarleyConfig::mask_cache_bytes`]).
+//!
+//! The bounds are polynomial in the grammar and the token length, never
+//! exponential in how many ways a text parses; [`EarleyConfig::max_items`]
+//! and [`EarleyConfig::max_step_work`] cap them (the latter at well under
+//! a second).
 
 mod backend;
 mod config;

@@ -16,10 +16,21 @@
 //! pointer; sets no item refers to are freed. Empty rules are handled the
 //! Aycock–Horspool way (predicting a nullable rule also moves past it), so
 //! completion never looks into the set being built.
+//!
+//! A mask is a walk of the vocabulary's token trie with an Earley set (a
+//! [`Level`]) per node on the way down. Where lexemes may end inside a
+//! token, the walk goes on from the closure after them (a [`Chunk`]);
+//! those exits are noted per node and walked in trie order, so each node
+//! is walked once with every closure that reaches it, whatever the number
+//! of ways its bytes split into lexemes ([`Walker::walk_exits`]). The
+//! crate docs state what one step costs at most.
 
 use hashbrown::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokensieve_automata::DEAD;
 use tokensieve_core::StepError;
@@ -105,6 +116,16 @@ impl Cfg {
         }
     }
 
+    /// [`Cfg::advanced`] for an item of a chart set seen from a later set
+    /// (`here`: the item's set).
+    fn advanced_from(&self, item: &Item, here: &Origin) -> Item {
+        Item {
+            pos: item.pos + 1,
+            lex: self.initial(item.pos + 1),
+            origin: item.origin.rebased(here),
+        }
+    }
+
     fn advanced(&self, item: &Item) -> Item {
         Item {
             pos: item.pos + 1,
@@ -182,6 +203,90 @@ impl Item {
 #[derive(Debug, Default)]
 pub(crate) struct ESet {
     pub items: Vec<Item>,
+    /// Its items by the rule they wait for, made at the first completion
+    /// into the set when it is big ([`Waiting`]).
+    waiting: Waiting,
+}
+
+impl ESet {
+    fn new(items: Vec<Item>) -> ESet {
+        ESet {
+            items,
+            waiting: Waiting::default(),
+        }
+    }
+}
+
+/// The items of a set (or a chunk of a walk level) whose dot is before a
+/// rule, by rule: a completion advances those of its rule. Read item by
+/// item a completion costs the whole set, and where every split of a run
+/// of bytes into lexemes is a derivation (lexemes that may be empty, or
+/// that may follow themselves), a level holds an item per split point and
+/// each of them completes into sets as big: made once per set, the index
+/// makes a completion cost its parents alone.
+#[derive(Debug, Default)]
+pub(crate) struct Waiting {
+    /// `(rule, item)` for the items before a rule, sorted.
+    index: OnceLock<Box<[(u32, u32)]>>,
+    /// Completions read item by item so far: most sets take one or two,
+    /// for which making the index costs more than it saves.
+    reads: AtomicU32,
+}
+
+impl Waiting {
+    /// Sets smaller than this are read item by item.
+    const SMALL: usize = 32;
+    /// Completions read item by item before the index is made.
+    const READS: u32 = 4;
+
+    /// Calls `f` with each item of `items` (the set this index is of)
+    /// whose dot is before `rule`.
+    #[inline]
+    fn each<'a>(
+        &'a self,
+        cfg: &Cfg,
+        items: &'a [Item],
+        rule: u32,
+        budget: &mut Budget,
+        mut f: impl FnMut(&'a Item),
+    ) -> Result<(), StepError> {
+        let index = match self.index.get() {
+            Some(index) => index,
+            None if items.len() < Self::SMALL
+                || self.reads.fetch_add(1, Ordering::Relaxed) < Self::READS =>
+            {
+                budget.spend(items.len())?;
+                for parent in items {
+                    if cfg.syms[parent.pos as usize] == Sym::Rule(rule) {
+                        f(parent);
+                    }
+                }
+                return Ok(());
+            }
+            None => {
+                budget.spend(items.len())?;
+                self.index.get_or_init(|| {
+                    let mut index: Vec<(u32, u32)> = items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, item)| match cfg.syms[item.pos as usize] {
+                            Sym::Rule(r) => Some((r, i as u32)),
+                            _ => None,
+                        })
+                        .collect();
+                    index.sort_unstable();
+                    index.into_boxed_slice()
+                })
+            }
+        };
+        let from = index.partition_point(|&(r, _)| r < rule);
+        let parents = index[from..].iter().take_while(|&&(r, _)| r == rule);
+        for &(_, i) in parents {
+            budget.spend(1)?;
+            f(&items[i as usize]);
+        }
+        Ok(())
+    }
 }
 
 impl Drop for ESet {
@@ -320,6 +425,7 @@ pub(crate) fn close(
         return Err(too_many_items(budget));
     }
     let mut set = SetBuilder { items, seen };
+    let mut advanced = Vec::new();
     let mut k = 0;
     while k < set.items.len() {
         budget.spend(1)?;
@@ -345,35 +451,46 @@ pub(crate) fn close(
                 }
             }
             Sym::End(r) => {
-                let (own, chunks): (&[Item], &[Arc<Chunk>]) = match &item.origin {
+                // The parents, advanced (taken out of the loop: pushing
+                // borrows the set being read from when it is a level's).
+                let mut next = std::mem::take(&mut advanced);
+                let mut add = |parent: &Item| {
+                    next.push(Item {
+                        pos: parent.pos + 1,
+                        lex: cfg.initial(parent.pos + 1),
+                        origin: parent.origin.rebased(&item.origin),
+                    })
+                };
+                match &item.origin {
                     // Empty: the parents moved past it when they predicted it.
-                    Origin::Here => continue,
+                    Origin::Here => {}
                     Origin::Set(s) => match frontier.as_deref_mut() {
                         // A summary may look into the current set only:
                         // completing into an older one is left for later.
                         Some(f) if !f.cur.is_some_and(|c| Arc::ptr_eq(s, c)) => {
                             f.reached.push((f.marker(s), r));
-                            continue;
                         }
-                        _ => (&s.items, &[]),
+                        _ => s.waiting.each(cfg, &s.items, r, budget, &mut add)?,
                     },
                     Origin::Local(j) => {
                         let level = &locals[*j as usize];
-                        (&level.own, &level.chunks)
-                    }
-                };
-                let parents = own.iter().chain(chunks.iter().flat_map(|c| c.items.iter()));
-                for parent in parents {
-                    budget.spend(1)?;
-                    if cfg.syms[parent.pos as usize] == Sym::Rule(r) {
-                        let next = Item {
-                            pos: parent.pos + 1,
-                            lex: cfg.initial(parent.pos + 1),
-                            origin: parent.origin.rebased(&item.origin),
-                        };
-                        set.push(next, budget)?;
+                        // Scanned lexeme items, but at the base of a walk
+                        // from a set's items, read whole as a small set.
+                        budget.spend(level.own.len())?;
+                        for parent in &level.own {
+                            if cfg.syms[parent.pos as usize] == Sym::Rule(r) {
+                                add(parent);
+                            }
+                        }
+                        for c in &level.chunks {
+                            c.waiting.each(cfg, &c.items, r, budget, &mut add)?;
+                        }
                     }
                 }
+                for parent in next.drain(..) {
+                    set.push(parent, budget)?;
+                }
+                advanced = next;
             }
         }
     }
@@ -418,7 +535,7 @@ pub(crate) fn advance(
         return Ok(None);
     }
     close(cfg, &mut items, &[], budget, None)?;
-    Ok(Some(Arc::new(ESet { items })))
+    Ok(Some(Arc::new(ESet::new(items))))
 }
 
 /// The first set: the start rule predicted.
@@ -429,7 +546,7 @@ pub(crate) fn initial_set(cfg: &Cfg, budget: &mut Budget) -> Result<ESet, StepEr
         origin: Origin::Here,
     }];
     close(cfg, &mut items, &[], budget, None)?;
-    Ok(ESet { items })
+    Ok(ESet::new(items))
 }
 
 /// May the output end in this set?
@@ -689,12 +806,84 @@ pub(crate) struct Chunk {
     items: Vec<Item>,
     first: [u64; 4],
     reached: Vec<(u32, u32)>,
+    /// A hash of the keys of the items that are not complete (see
+    /// [`Chunk::same_future`]), whatever their order.
+    live: u64,
+    waiting: Waiting,
+    /// Whether no item starts in a level of the walk: what a level of
+    /// such chunks memoizes holds whatever the levels above it.
+    unrooted: bool,
 }
 
 impl Chunk {
+    fn new(cfg: &Cfg, items: Vec<Item>, reached: Vec<(u32, u32)>) -> Chunk {
+        let live = items
+            .iter()
+            .filter(|i| !matches!(cfg.syms[i.pos as usize], Sym::End(_)))
+            .map(|i| {
+                let mut h = FxHasher::default();
+                let (pos, lex, origin) = i.key();
+                h.write_u32(pos);
+                h.write_u32(lex);
+                h.write_usize(origin);
+                h.finish()
+            })
+            .fold(0u64, u64::wrapping_add);
+        let unrooted = !items.iter().any(|i| matches!(i.origin, Origin::Local(_)));
+        Chunk {
+            unrooted,
+            first: first_bytes_of(cfg, &items),
+            items,
+            reached,
+            live,
+            waiting: Waiting::default(),
+        }
+    }
+
     #[inline]
     fn takes(&self, byte: u8) -> bool {
         self.first[byte as usize >> 6] >> (byte & 63) & 1 == 1
+    }
+
+    /// Whether the walk below a level goes on the same with `self` as
+    /// with `other`: the same items that are not complete. A complete
+    /// item's completion is in the chunk already, so only the others are
+    /// ever read again (scanned, or found as the parents of a completion
+    /// into this level). After a lexeme that may follow itself (`[a-z]+`
+    /// repeated), the chunks of every split point are alike but for the
+    /// complete items; one of them is enough.
+    fn same_future(&self, cfg: &Cfg, other: &Chunk) -> bool {
+        if std::ptr::eq(self, other) {
+            return true;
+        }
+        if self.live != other.live {
+            return false;
+        }
+        fn open_items<'c>(
+            cfg: &'c Cfg,
+            c: &'c Chunk,
+        ) -> impl Iterator<Item = (u32, u32, usize)> + 'c {
+            c.items
+                .iter()
+                .filter(|i| !matches!(cfg.syms[i.pos as usize], Sym::End(_)))
+                .map(Item::key)
+        }
+        // Closures of like seeds list their items in the same order.
+        if open_items(cfg, self).eq(open_items(cfg, other)) {
+            return true;
+        }
+        let open = |c: &Chunk| -> Vec<(u32, u32, usize)> {
+            let mut keys: Vec<_> = c
+                .items
+                .iter()
+                .filter(|i| !matches!(cfg.syms[i.pos as usize], Sym::End(_)))
+                .map(Item::key)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            keys
+        };
+        open(self) == open(other)
     }
 }
 
@@ -724,6 +913,27 @@ fn first_bytes_of(cfg: &Cfg, items: &[Item]) -> [u64; 4] {
 }
 
 impl Level {
+    /// Makes the level hold the chunks `group` (emptied) and no item of
+    /// its own. Where it holds them already and they start in no level,
+    /// what it memoized still holds: the exits of one lexeme share the
+    /// closures after the lexemes that follow it (the same at every exit),
+    /// as when each was walked from one base level.
+    fn hold(&mut self, group: &mut Vec<Arc<Chunk>>) {
+        let same = self.own.is_empty()
+            && self.chunks.len() == group.len()
+            && self
+                .chunks
+                .iter()
+                .zip(group.iter())
+                .all(|(a, b)| Arc::ptr_eq(a, b) && a.unrooted);
+        if same {
+            group.clear();
+            return;
+        }
+        self.reset();
+        self.chunks.append(group);
+    }
+
     fn reset(&mut self) {
         self.own.clear();
         self.chunks.clear();
@@ -741,6 +951,10 @@ pub(crate) struct Walker {
     levels: Vec<Level>,
     /// Chunks of items whose origin is a chart set, for one walk.
     set_memo: FxHashMap<(u32, usize), Arc<Chunk>>,
+    /// The chunks of one walk by [`Chunk::live`]: a chunk that goes on as
+    /// one made before ([`Chunk::same_future`]) is that one, so that the
+    /// levels and exits holding it compare pointers.
+    interned: FxHashMap<u64, Arc<Chunk>>,
     /// [`dedupe`]'s scratch, kept from one call to the next.
     seen: Seen,
     /// Room kept between walks (cleared), so that a walk of a few nodes
@@ -748,12 +962,56 @@ pub(crate) struct Walker {
     /// exits of the lexeme walks.
     spare: Vec<Vec<Item>>,
     kept: Runs,
-    exits: Vec<(u32, u32)>,
+    lexeme_exits: Vec<(u32, u32)>,
     below: BelowRoom,
+    /// Trie nodes where a lexeme may end that the walk has not reached
+    /// yet, with the closures after it (see [`Walker::walk_exits`]).
+    exits: Exits,
+    /// The exits of the base set of a walk, before they are walked
+    /// ([`Walker::walk_noted`]).
+    noted: Vec<(u32, u32, Arc<Chunk>)>,
+    /// Lists of exits of lexeme walks, kept for the next ones.
+    spare_noted: Vec<Vec<(u32, u32, Arc<Chunk>)>>,
+    /// The chunks of one exit node, before they are its level's.
+    group: Vec<Arc<Chunk>>,
     /// A summary's row of tokens, all zeros between summaries (or empty):
     /// a fresh one was a 16 KB zeroed allocation per summary (Llama 3),
     /// most of whose sets end as a few ids.
     row: Vec<u32>,
+}
+
+/// The exits a walk has noted and not reached ([`Walker::walk_exits`]).
+#[derive(Default)]
+struct Exits {
+    /// Per node noted and not reached, its entry.
+    at: FxHashMap<u32, u32>,
+    /// The nodes noted, first in trie order first (a node reached by the
+    /// walk stays here, no longer in `at`).
+    order: BinaryHeap<Reverse<u32>>,
+    /// Per entry: the node's depth and its first link.
+    entries: Vec<(u32, u32)>,
+    /// The closures noted, each with the next link of its node.
+    links: Vec<(Arc<Chunk>, u32)>,
+}
+
+impl Exits {
+    const NONE: u32 = u32::MAX;
+
+    /// Whether a node before `end` is noted (or was, and has been reached
+    /// since: [`Walker::walk_exits`] drops it).
+    #[inline]
+    fn any_before(&self, end: u32) -> bool {
+        matches!(self.order.peek(), Some(&Reverse(node)) if node < end)
+    }
+
+    fn clear(&mut self) {
+        if !self.order.is_empty() || !self.links.is_empty() {
+            self.at.clear();
+            self.order.clear();
+            self.entries.clear();
+            self.links.clear();
+        }
+    }
 }
 
 /// The tokens of `items` as the sorted ids [`TokenSet::from_row`] would
@@ -913,15 +1171,222 @@ impl Walker {
     }
 
     fn base(&mut self) -> &mut Vec<Item> {
+        self.start();
         if self.levels.is_empty() {
             self.levels.push(Level::default());
-        }
-        if !self.set_memo.is_empty() {
-            self.set_memo.clear();
         }
         let level = &mut self.levels[0];
         level.reset();
         &mut level.own
+    }
+
+    /// Forgets what the last walk left (a walk that ended in an error
+    /// leaves exits not walked).
+    fn start(&mut self) {
+        if !self.set_memo.is_empty() {
+            self.set_memo.clear();
+        }
+        if !self.interned.is_empty() {
+            self.interned.clear();
+        }
+        self.exits.clear();
+        self.noted.clear();
+    }
+
+    /// The closure of the items right after a lexeme of the base set (its
+    /// `Here` being the level where it is placed).
+    fn base_chunk(
+        cfg: &Cfg,
+        mut items: Vec<Item>,
+        budget: &mut Budget,
+        frontier: Option<&mut Frontier>,
+    ) -> Result<Arc<Chunk>, StepError> {
+        close(cfg, &mut items, &[], budget, frontier)?;
+        Ok(Arc::new(Chunk::new(cfg, items, Vec::new())))
+    }
+
+    /// The chunk made before that goes on as `chunk` does and left the
+    /// same completions pending, else `chunk`.
+    fn intern(&mut self, cfg: &Cfg, chunk: Chunk) -> Arc<Chunk> {
+        match self.interned.entry(chunk.live) {
+            hashbrown::hash_map::Entry::Occupied(known) => {
+                let known = known.get();
+                if known.reached == chunk.reached && known.same_future(cfg, &chunk) {
+                    return known.clone();
+                }
+                // Another chunk of the same hash: kept apart (rare).
+                Arc::new(chunk)
+            }
+            hashbrown::hash_map::Entry::Vacant(slot) => slot.insert(Arc::new(chunk)).clone(),
+        }
+    }
+
+    /// Notes that the walk goes on below `node` (at `depth`) from `chunk`.
+    fn add_exit(&mut self, cfg: &Cfg, node: u32, depth: u32, chunk: Arc<Chunk>) {
+        let exits = &mut self.exits;
+        let entry = *exits.at.entry(node).or_insert_with(|| {
+            exits.order.push(Reverse(node));
+            exits.entries.push((depth, Exits::NONE));
+            exits.entries.len() as u32 - 1
+        });
+        let mut link = exits.entries[entry as usize].1;
+        while link != Exits::NONE {
+            let (known, next) = &exits.links[link as usize];
+            if known.same_future(cfg, &chunk) {
+                return;
+            }
+            link = *next;
+        }
+        let head = exits.entries[entry as usize].1;
+        exits.links.push((chunk, head));
+        exits.entries[entry as usize].1 = exits.links.len() as u32 - 1;
+    }
+
+    /// Moves the closures noted at `node` (if any) into `level`, which
+    /// the walk has just made for that node.
+    fn take_exits(exits: &mut Exits, cfg: &Cfg, node: u32, level: &mut Level) {
+        if exits.at.is_empty() {
+            return;
+        }
+        let Some(entry) = exits.at.remove(&node) else {
+            return;
+        };
+        let mut link = exits.entries[entry as usize].1;
+        while link != Exits::NONE {
+            let (chunk, next) = &exits.links[link as usize];
+            if !level.chunks.iter().any(|c| c.same_future(cfg, chunk)) {
+                level.chunks.push(chunk.clone());
+            }
+            link = *next;
+        }
+    }
+
+    /// Walks below the exits of a walk's base set (`self.noted`), then
+    /// below those noted meanwhile.
+    fn walk_noted(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        let mut noted = std::mem::take(&mut self.noted);
+        let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+        self.walk_list(cfg, trie, &mut noted, u32::MAX, row, budget, reborrowed)?;
+        self.noted = noted;
+        self.walk_exits(cfg, trie, u32::MAX, row, budget, summarizing)
+    }
+
+    /// Walks below the exits `list` (emptied), which lie before node `end`
+    /// with nothing noted there yet: in trie order, one walk a node with
+    /// every closure listed there. Where none lies below another (a
+    /// string's ends, a key's), each is walked as it comes; else all are
+    /// noted for [`Walker::walk_exits`], so that a node reached from an
+    /// exit above it is walked once.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_list(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        list: &mut Vec<(u32, u32, Arc<Chunk>)>,
+        end: u32,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        list.sort_unstable_by_key(|&(node, _, _)| node);
+        let nested = list
+            .windows(2)
+            .any(|w| w[1].0 != w[0].0 && w[1].0 < trie.nodes[w[0].0 as usize].next);
+        if nested || self.exits.any_before(end) {
+            for (node, depth, chunk) in list.drain(..) {
+                self.add_exit(cfg, node, depth, chunk);
+            }
+            return Ok(());
+        }
+        let mut i = 0;
+        while i < list.len() {
+            let (node, depth) = (list[i].0, list[i].1);
+            budget.spend(1)?;
+            let k = depth as usize;
+            if self.levels.len() <= k {
+                self.levels.resize_with(k + 1, Level::default);
+            }
+            let mut group = std::mem::take(&mut self.group);
+            while i < list.len() && list[i].0 == node {
+                if !group.iter().any(|c| c.same_future(cfg, &list[i].2)) {
+                    group.push(list[i].2.clone());
+                }
+                i += 1;
+            }
+            let level = &mut self.levels[k];
+            level.hold(&mut group);
+            self.group = group;
+            let mut bytes = [0u64; 4];
+            for c in &level.chunks {
+                for (w, f) in bytes.iter_mut().zip(&c.first) {
+                    *w |= f;
+                }
+            }
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            self.walk_kids(cfg, trie, node, &bytes, row, budget, reborrowed)?;
+        }
+        list.clear();
+        Ok(())
+    }
+
+    /// Walks below every noted exit before node `end` (in trie order),
+    /// each with all the closures noted there; more may be noted and
+    /// walked meanwhile, below them. The walk reads the trie in order,
+    /// and whenever it passes over a subtree (no item takes its byte) it
+    /// walks the exits noted in it first, so the noted nodes are never
+    /// behind it: an exit before `end` lies below the node whose lexeme
+    /// walks noted it, and the levels above that node are still that
+    /// node's ancestors'.
+    ///
+    /// Where the lexemes of a grammar can follow each other with nothing
+    /// between (`[a-z]+` repeated, or after a lexeme that may be empty), a
+    /// token's bytes split into lexemes in exponentially many ways; walked
+    /// exit by exit, every split was a walk of its own. Noted and merged
+    /// by node, each node is walked once with the union of its items, as
+    /// an Earley set holds every derivation of its prefix once.
+    fn walk_exits(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        end: u32,
+        row: &mut [u32],
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<(), StepError> {
+        while let Some(&Reverse(node)) = self.exits.order.peek() {
+            if node >= end {
+                break;
+            }
+            self.exits.order.pop();
+            let Some(&entry) = self.exits.at.get(&node) else {
+                // Reached by the walk already (see `take_exits`).
+                continue;
+            };
+            budget.spend(1)?;
+            let k = self.exits.entries[entry as usize].0 as usize;
+            if self.levels.len() <= k {
+                self.levels.resize_with(k + 1, Level::default);
+            }
+            let level = &mut self.levels[k];
+            level.reset();
+            Self::take_exits(&mut self.exits, cfg, node, level);
+            let mut bytes = [0u64; 4];
+            for c in &level.chunks {
+                for (w, f) in bytes.iter_mut().zip(&c.first) {
+                    *w |= f;
+                }
+            }
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            self.walk_kids(cfg, trie, node, &bytes, row, budget, reborrowed)?;
+        }
+        Ok(())
     }
 
     /// The mask of `cur` by walking every exit subtree through the real
@@ -937,6 +1402,7 @@ impl Walker {
         budget: &mut Budget,
     ) -> Result<(), StepError> {
         row.fill(0);
+        self.start();
         let here = Origin::Set(cur.clone());
         for item in &cur.items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
@@ -947,19 +1413,13 @@ impl Walker {
             if state.exits.is_empty() {
                 continue;
             }
-            let base = self.base();
-            base.push(Item {
-                pos: item.pos + 1,
-                lex: cfg.initial(item.pos + 1),
-                origin: item.origin.rebased(&here),
-            });
-            close(cfg, base, &[], budget, None)?;
-            let first = first_bytes_of(cfg, &self.levels[0].own);
+            let after = vec![cfg.advanced_from(item, &here)];
+            let chunk = Self::base_chunk(cfg, after, budget, None)?;
             for &(node, depth) in &state.exits {
-                self.walk_kids(cfg, trie, node, &first, depth, row, budget, None)?;
+                self.noted.push((node, depth, chunk.clone()));
             }
         }
-        Ok(())
+        self.walk_noted(cfg, trie, row, budget, None)
     }
 
     /// The summary of `cur` (whose older origins are `markers`, as
@@ -1015,7 +1475,6 @@ impl Walker {
                 trie,
                 0,
                 &first,
-                0,
                 &mut allowed,
                 budget,
                 Some((&mut frontier, &mut pending)),
@@ -1026,6 +1485,7 @@ impl Walker {
             return Ok(Summary::new(TokenSet::Sparse(ids), pending));
         }
         let mut allowed = self.zeroed_row(words);
+        self.start();
         for item in &cur.items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 continue;
@@ -1037,31 +1497,23 @@ impl Walker {
             }
             // The lexeme ends inside the token: the set right after it is
             // the same for every exit (only origins matter, not offsets).
-            let base = self.base();
-            base.push(Item {
-                pos: item.pos + 1,
-                lex: cfg.initial(item.pos + 1),
-                origin: item.origin.rebased(&here),
-            });
-            close(cfg, base, &[], budget, Some(&mut frontier))?;
+            let after = vec![cfg.advanced_from(item, &here)];
+            let chunk = Self::base_chunk(cfg, after, budget, Some(&mut frontier))?;
             let at_exit = std::mem::take(&mut frontier.reached);
-            let first = first_bytes_of(cfg, &self.levels[0].own);
             for &(node, depth) in &state.exits {
                 for &(marker, rule) in &at_exit {
                     pending.push((marker, rule, node, depth));
                 }
-                self.walk_kids(
-                    cfg,
-                    trie,
-                    node,
-                    &first,
-                    depth,
-                    &mut allowed,
-                    budget,
-                    Some((&mut frontier, &mut pending)),
-                )?;
+                self.noted.push((node, depth, chunk.clone()));
             }
         }
+        self.walk_noted(
+            cfg,
+            trie,
+            &mut allowed,
+            budget,
+            Some((&mut frontier, &mut pending)),
+        )?;
         Ok(Summary::new(self.row_set(allowed), pending))
     }
 
@@ -1093,11 +1545,12 @@ impl Walker {
             markers,
             reached: Vec::new(),
         };
-        // The groups of the last node walked, whose union is level 0: the
-        // next node of the same groups walks from it as it is (most nodes
-        // are of one group, and its set may hold hundreds of items).
+        self.start();
+        // The groups of the last node, whose union is `union`: the next
+        // node of the same groups shares it (most nodes are of one group,
+        // and its set may hold hundreds of items).
         let (mut groups_at, mut last) = (Vec::new(), Vec::new());
-        let mut first = [0u64; 4];
+        let mut union: Option<Arc<Chunk>> = None;
         let mut i = 0;
         while i < at.len() {
             let (node, depth, _) = at[i];
@@ -1108,30 +1561,27 @@ impl Walker {
             }
             // (`last` is empty before the first node; a node has a group.)
             if last != groups_at {
-                let base = self.base();
+                let mut items = Vec::new();
                 for &g in &groups_at {
-                    base.extend(after[g].iter().cloned());
+                    items.extend(after[g].iter().cloned());
                 }
                 // Each part is closed, and so is their union: closing it
                 // again would only find the completions already made.
-                dedupe(&mut self.levels[0].own, &mut self.seen);
-                first = first_bytes_of(cfg, &self.levels[0].own);
+                dedupe(&mut items, &mut self.seen);
+                union = (!items.is_empty()).then(|| Arc::new(Chunk::new(cfg, items, Vec::new())));
                 std::mem::swap(&mut last, &mut groups_at);
             }
-            if self.levels[0].own.is_empty() {
-                continue;
+            if let Some(chunk) = &union {
+                self.noted.push((node, depth, chunk.clone()));
             }
-            self.walk_kids(
-                cfg,
-                trie,
-                node,
-                &first,
-                depth,
-                &mut found,
-                budget,
-                Some((&mut frontier, &mut pending)),
-            )?;
         }
+        self.walk_noted(
+            cfg,
+            trie,
+            &mut found,
+            budget,
+            Some((&mut frontier, &mut pending)),
+        )?;
         Ok(Summary::new(self.row_set(found), pending))
     }
 
@@ -1249,12 +1699,7 @@ impl Walker {
             Some(f) => f.reached.drain(reached_before..).collect(),
             None => Vec::new(),
         };
-        let first = first_bytes_of(cfg, &items);
-        let chunk = Arc::new(Chunk {
-            items,
-            first,
-            reached,
-        });
+        let chunk = self.intern(cfg, Chunk::new(cfg, items, reached));
         match &item.origin {
             Origin::Local(k) => {
                 self.levels[*k as usize]
@@ -1288,7 +1733,6 @@ impl Walker {
         cfg: &Cfg,
         trie: &TokenTrie,
         (first, end): (usize, usize),
-        base_depth: u32,
         row: &mut [u32],
         budget: &mut Budget,
         mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
@@ -1297,7 +1741,7 @@ impl Walker {
         let mut scanned = self.spare.pop().unwrap_or_default();
         while j < end {
             let n = trie.nodes[j];
-            let d = (n.depth - base_depth) as usize;
+            let d = n.depth as usize;
             if self.levels.len() <= d {
                 self.levels.resize_with(d + 1, Level::default);
             }
@@ -1314,6 +1758,10 @@ impl Walker {
                 }
             }
             if scanned.is_empty() {
+                if self.exits.any_before(n.next) {
+                    let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                    self.walk_exits(cfg, trie, n.next, row, budget, reborrowed)?;
+                }
                 j = n.next as usize;
                 continue;
             }
@@ -1344,17 +1792,18 @@ impl Walker {
                     }
                 }
                 let level = &mut self.levels[d];
-                if !level.chunks.iter().any(|c| Arc::ptr_eq(c, &chunk)) {
+                if !level.chunks.iter().any(|c| c.same_future(cfg, &chunk)) {
                     level.chunks.push(chunk);
                 }
             }
             std::mem::swap(&mut self.levels[d].own, &mut scanned);
+            Self::take_exits(&mut self.exits, cfg, j as u32, &mut self.levels[d]);
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
             }
             if n.next as usize > j + 1 && self.walks_lexemes(cfg, d) {
                 let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-                self.walk_lexemes_below(cfg, trie, j, base_depth, row, budget, reborrowed)?;
+                self.walk_lexemes_below(cfg, trie, j, row, budget, reborrowed)?;
                 j = n.next as usize;
                 continue;
             }
@@ -1389,7 +1838,6 @@ impl Walker {
         trie: &TokenTrie,
         node: u32,
         first: &[u64; 4],
-        base_depth: u32,
         row: &mut [u32],
         budget: &mut Budget,
         mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
@@ -1397,11 +1845,16 @@ impl Walker {
         let (bytes, kids) = trie.kids(node as usize);
         for (&b, &kid) in bytes.iter().zip(kids) {
             if first[b as usize >> 6] >> (b & 63) & 1 == 0 {
+                let end = trie.nodes[kid as usize].next;
+                if self.exits.any_before(end) {
+                    let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                    self.walk_exits(cfg, trie, end, row, budget, reborrowed)?;
+                }
                 continue;
             }
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
             let nodes = (kid as usize, trie.nodes[kid as usize].next as usize);
-            self.walk_nodes(cfg, trie, nodes, base_depth, row, budget, reborrowed)?;
+            self.walk_nodes(cfg, trie, nodes, row, budget, reborrowed)?;
         }
         Ok(())
     }
@@ -1411,43 +1864,32 @@ impl Walker {
     /// ([`Lexeme::walk_below`]: a DFA step per node, whole subtrees taken
     /// by the text step, no parser), and the parser's walk only past the
     /// nodes where one may end: below `j` from the level's chunks, below
-    /// each exit from the chunk of the item there.
+    /// each exit from the chunks of the items that may end there.
     ///
-    /// Items of one set go on independently (a completion advances the
+    /// An item's lexeme walk reads no level (a completion advances the
     /// parents in its origin's level, and an item's origin is above `j`
-    /// or below its own exit), so the walks of the items one by one find
-    /// what one walk of them all would. The closure after a lexeme
-    /// depends on the item's position and origin alone, so the levels
-    /// between `j` and an exit are not read.
-    #[allow(clippy::too_many_arguments)]
+    /// or below its own exit), and the closure after a lexeme depends on
+    /// the item's position and origin alone, so the levels between `j`
+    /// and an exit are not read. The exits of all the items, and of those
+    /// of the walks above that fall below `j`, are walked node by node in
+    /// trie order ([`Walker::walk_exits`]): a node where several lexemes
+    /// may end (the splits of one token into lexemes) is walked once.
     fn walk_lexemes_below(
         &mut self,
         cfg: &Cfg,
         trie: &TokenTrie,
         j: usize,
-        base_depth: u32,
         row: &mut [u32],
         budget: &mut Budget,
         mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
     ) -> Result<(), StepError> {
         let n = trie.nodes[j];
-        let d = (n.depth - base_depth) as usize;
+        let d = n.depth as usize;
         let mut items = std::mem::take(&mut self.levels[d].own);
-        if !self.levels[d].chunks.is_empty() {
-            let mut first = [0u64; 4];
-            for c in &self.levels[d].chunks {
-                for (w, f) in first.iter_mut().zip(&c.first) {
-                    *w |= f;
-                }
-            }
-            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-            self.walk_kids(
-                cfg, trie, j as u32, &first, base_depth, row, budget, reborrowed,
-            )?;
-        }
+        let mut noted = self.spare_noted.pop().unwrap_or_default();
         // Taken (a walk below an exit takes its own) and put back.
         let mut kept = std::mem::take(&mut self.kept);
-        let mut exits = std::mem::take(&mut self.exits);
+        let mut exits = std::mem::take(&mut self.lexeme_exits);
         for item in &items {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 unreachable!("a scanned item is a lexeme's");
@@ -1469,7 +1911,7 @@ impl Walker {
                 }
             }
             for &(e, depth) in &exits {
-                let k = (depth - base_depth) as usize;
+                let k = depth as usize;
                 if self.levels.len() <= k {
                     self.levels.resize_with(k + 1, Level::default);
                 }
@@ -1483,19 +1925,44 @@ impl Walker {
                     }
                     None => self.chunk(cfg, item, k, budget, None)?,
                 };
-                let first = chunk.first;
-                let level = &mut self.levels[k];
-                level.reset();
-                level.chunks.push(chunk);
-                let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-                self.walk_kids(cfg, trie, e, &first, base_depth, row, budget, reborrowed)?;
+                noted.push((e, depth, chunk));
             }
+        }
+        self.kept = kept;
+        self.lexeme_exits = exits;
+        let mut first = [0u64; 4];
+        for c in &self.levels[d].chunks {
+            for (w, f) in first.iter_mut().zip(&c.first) {
+                *w |= f;
+            }
+        }
+        // Whether the walk from the level's chunks may reach an exit: it
+        // enters the children of `j` whose bytes they take.
+        let (bytes, kids) = trie.kids(j);
+        let reached = |e: u32| {
+            let kid = kids.partition_point(|&k| k <= e) - 1;
+            let b = bytes[kid];
+            first[b as usize >> 6] >> (b & 63) & 1 == 1
+        };
+        if noted.iter().any(|&(e, _, _)| reached(e)) {
+            // Noted, each is walked once, from both.
+            for (e, depth, chunk) in noted.drain(..) {
+                self.add_exit(cfg, e, depth, chunk);
+            }
+        }
+        if first != [0; 4] {
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            self.walk_kids(cfg, trie, j as u32, &first, row, budget, reborrowed)?;
+        }
+        let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+        self.walk_list(cfg, trie, &mut noted, n.next, row, budget, reborrowed)?;
+        self.spare_noted.push(noted);
+        if self.exits.any_before(n.next) {
+            self.walk_exits(cfg, trie, n.next, row, budget, summarizing)?;
         }
         // The level's room, for the next node at this depth.
         items.clear();
         self.levels[d].own = items;
-        self.kept = kept;
-        self.exits = exits;
         Ok(())
     }
 }

@@ -276,13 +276,24 @@ fn random_grammars_agree_with_the_recognizer() {
 /// `accept_token` takes (every token of the small vocabulary), and the stop
 /// token exactly when the output may end.
 fn check_masks(name: &str, gbnf: &str, vocab: &Arc<Vocabulary>, r: &mut SplitMix64) {
+    check_masks_on(name, gbnf, vocab, r, 6);
+}
+
+/// [`check_masks`] on `sentences` sentences.
+fn check_masks_on(
+    name: &str,
+    gbnf: &str,
+    vocab: &Arc<Vocabulary>,
+    r: &mut SplitMix64,
+    sentences: usize,
+) {
     let g = Grammar::from_gbnf(gbnf, "root").unwrap();
     let compiled = backend(vocab)
         .compile(&Constraint::ebnf(gbnf, "root"))
         .unwrap();
     let eos = vocab.stop_tokens()[0];
     let mut row = vec![0u32; vocab.mask_words()];
-    for _ in 0..6 {
+    for _ in 0..sentences {
         let sentence = random_sentence(&g, r, 5);
         let mut m = compiled.matcher();
         let mut at = 0;
@@ -399,4 +410,285 @@ fn compiles_are_bounded() {
         .map(|_| ())
         .unwrap_err();
     assert!(err.to_string().contains("max_total_lexeme_states"), "{err}");
+}
+
+/// Lexeme rules of [`adjacent_lexemes_gbnf`]: some match the empty
+/// string, and several can follow each other with nothing between, so a
+/// run of bytes splits into lexemes in many ways.
+const LEXEME_RULES: &str = r#"ws ::= [ \t]*
+txt ::= [a-c0-9]*
+id ::= [a-c]+
+num ::= [0-9]+
+opt ::= "x"?
+sp ::= " "
+"#;
+
+/// A random expression for [`adjacent_lexemes_gbnf`]: lexemes (the
+/// nullable ones twice as likely), literals, the empty string, bare rule
+/// references (recursion on the left, the right, in the middle) and
+/// bracketed ones, groups, alternations and repetitions.
+fn adjacent_expr(r: &mut SplitMix64, depth: u32) -> String {
+    const ATOMS: [&str; 16] = [
+        "ws",
+        "ws",
+        "txt",
+        "txt",
+        "opt",
+        "id",
+        "num",
+        "sp",
+        "\"\"",
+        "\",\"",
+        "\"a\"",
+        "p",
+        "q",
+        "\"(\" p \")\"",
+        "\"[\" q \"]\"",
+        "\"<\" root \">\"",
+    ];
+    let base = if depth < 3 && r.below(3) == 0 {
+        let parts: Vec<String> = (0..1 + r.below(3))
+            .map(|_| adjacent_expr(r, depth + 1))
+            .collect();
+        let sep = if r.below(2) == 0 { " | " } else { " " };
+        format!("({})", parts.join(sep))
+    } else {
+        ATOMS[r.below(ATOMS.len())].to_string()
+    };
+    let rep = ["", "", "*", "*", "+", "+", "?", "{2}", "{0,2}"][r.below(9)];
+    let mut s = format!("{base}{rep}");
+    if depth < 2 && r.below(2) == 0 {
+        s = format!("{s} {}", adjacent_expr(r, depth + 1));
+    }
+    if depth < 2 && r.below(4) == 0 {
+        s = format!("{s} | {}", adjacent_expr(r, depth + 1));
+    }
+    s
+}
+
+/// Nullable lexemes inside the repeated bodies of recursive rules, left
+/// and right recursion, empty alternatives: half the grammars from one of
+/// the shapes real grammars have (whitespace or text that may be empty
+/// between recursive items), with random lexemes and extra alternatives,
+/// half wholly random. Some are invalid (a rule that never finishes),
+/// which the parser reports.
+fn adjacent_lexemes_gbnf(r: &mut SplitMix64) -> String {
+    const NULLABLE: [&str; 3] = ["ws", "txt", "opt"];
+    const ANY: [&str; 6] = ["ws", "txt", "opt", "id", "num", "sp"];
+    let gap = NULLABLE[r.below(NULLABLE.len())];
+    let lex = ANY[r.below(ANY.len())];
+    let extra = |r: &mut SplitMix64| {
+        if r.below(2) == 0 {
+            format!(" | {}", adjacent_expr(r, 1))
+        } else {
+            String::new()
+        }
+    };
+    let (root, p, q) = match r.below(6) {
+        // A list of items with an optional gap before each; an item
+        // nests the list.
+        0 => (
+            format!("\"x\" p{}", extra(r)),
+            format!("({gap} q)*{}", extra(r)),
+            format!("\"(\" p \")\" | {lex}{}", extra(r)),
+        ),
+        // Text or nested elements, one or more.
+        1 => (
+            format!("\"<\" ({gap} | q)+ \">\"{}", extra(r)),
+            format!("{lex}{}", extra(r)),
+            format!("\"[\" ({gap} | root)+ \"]\"{}", extra(r)),
+        ),
+        // Left recursion through a gap.
+        2 => (
+            format!("p{}", extra(r)),
+            format!("p {gap} q | q | \"\"{}", extra(r)),
+            format!("\"(\" p \")\" | {lex}{}", extra(r)),
+        ),
+        // Right recursion through a gap.
+        3 => (
+            format!("p{}", extra(r)),
+            format!("q {gap} p | \"\"{}", extra(r)),
+            format!("\"(\" p \")\" | {lex}{}", extra(r)),
+        ),
+        _ => (
+            adjacent_expr(r, 0),
+            adjacent_expr(r, 1),
+            adjacent_expr(r, 1),
+        ),
+    };
+    format!("root ::= {root}\np ::= {p}\nq ::= {q}\n{LEXEME_RULES}")
+}
+
+/// Every single byte, and runs that split into the lexemes of
+/// [`adjacent_lexemes_gbnf`] in many ways (long runs of letters, digits
+/// and spaces: the splits of one are exponentially many in its length),
+/// alone and next to the literals, and a stop token.
+fn adjacent_vocab() -> Arc<Vocabulary> {
+    let mut tokens: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
+    let long = [
+        "abcabcabcabcabcabcabcabc".to_string(),
+        "a".repeat(28),
+        "0123456789".repeat(3),
+        "a1b2c3".repeat(4),
+        " ".repeat(32),
+        "\t".repeat(12),
+        " \t".repeat(10),
+        "abc abc abc abc abc abc ".into(),
+    ];
+    for t in long.iter().map(String::as_str).chain([
+        "ab", "ba", "cab", "a1", "1a", "00", "  ", "    ", " a", "a ", " (", "((", "))", "()",
+        "(a", "a)", " x", "x(", "xx", ", ", ",a", "[a", "a]", "[[", "]]", "<(", ")>", "<<", ">>",
+        "\ta", "x a", "(ab)", "[ab]", "<ab>",
+    ]) {
+        tokens.push((t.as_bytes().to_vec(), false));
+    }
+    tokens.push((b"<eos>".to_vec(), true));
+    let eos = tokens.len() as u32 - 1;
+    Arc::new(
+        Vocabulary::new(tokensieve_core::VocabType::Raw, tokens)
+            .with_stop_tokens(&[eos])
+            .unwrap(),
+    )
+}
+
+/// Long runs that the sampled sentences rarely hold: each of the
+/// vocabulary's long tokens, alone and inside a sentence.
+fn with_long_runs(sentence: &[u8], r: &mut SplitMix64) -> Vec<u8> {
+    const RUNS: [&str; 4] = [
+        "abcabcabcabcabcabcabcabcab",
+        "0123456789012345678901",
+        "                                  a",
+        "a1b2c3a1b2c3a1b2c3",
+    ];
+    let mut s = sentence.to_vec();
+    let at = r.below(s.len() + 1);
+    s.splice(at..at, RUNS[r.below(RUNS.len())].bytes());
+    s
+}
+
+/// Grammars whose lexemes can follow one another with nothing between
+/// (nullable lexemes inside repeated and recursive bodies): the matcher
+/// agrees with the recognizer on sentences, near misses and texts with
+/// long runs; on one in sixteen, at every step of two sentences'
+/// tokenization, the mask is exactly what `accept_token` takes (long
+/// tokens included) and no step ends in an error.
+#[test]
+fn adjacent_lexeme_grammars_agree_with_the_recognizer() {
+    let vocab = adjacent_vocab();
+    let backend = backend(&vocab);
+    let alphabet = b"ab0 \t(),x[]<>".to_vec();
+    let mut r = SplitMix64(0xAD1A_CE47);
+    let (mut grammars, mut texts, mut masked) = (0, 0, 0);
+    let started = std::time::Instant::now();
+    while grammars < 2000 {
+        let gbnf = adjacent_lexemes_gbnf(&mut r);
+        let Ok(g) = Grammar::from_gbnf(&gbnf, "root") else {
+            continue;
+        };
+        grammars += 1;
+        let compiled = backend
+            .compile(&Constraint::ebnf(&gbnf, "root"))
+            .unwrap_or_else(|e| panic!("{e}\n{gbnf}"));
+        let mut m = compiled.matcher();
+        for _ in 0..2 {
+            let sentence = random_sentence(&g, &mut r, 5);
+            let long = with_long_runs(&sentence, &mut r);
+            let near = mutate(&sentence, &alphabet, &mut r);
+            for text in [&sentence, &long, &near] {
+                m.reset();
+                let took = m.accept_bytes(text);
+                let verdict = took.is_ok() && m.is_accepting();
+                assert_eq!(
+                    verdict,
+                    g.accepts(text),
+                    "on {:?} ({took:?})\n{gbnf}",
+                    String::from_utf8_lossy(text)
+                );
+                texts += 1;
+            }
+        }
+        if grammars % 16 == 0 {
+            check_masks_on("adjacent lexemes", &gbnf, &vocab, &mut r, 2);
+            masked += 1;
+        }
+    }
+    eprintln!(
+        "{grammars} grammars, {texts} texts, {masked} grammars' masks in {:.1?}",
+        started.elapsed()
+    );
+}
+
+/// A text of `gbnf` walked token by token (the longest token that is a
+/// prefix of the rest, as a tokenizer would mostly pick): at every step
+/// the mask holds the next token and `accept_token` takes it (no step
+/// ends in an error), and at the end the stop token is allowed and taken.
+fn walk_valid_text(gbnf: &str, vocab: &Arc<Vocabulary>, text: &str) {
+    let compiled = backend(vocab)
+        .compile(&Constraint::ebnf(gbnf, "root"))
+        .unwrap();
+    let mut m = compiled.matcher();
+    let mut row = vec![0u32; vocab.mask_words()];
+    let mut rest = text.as_bytes();
+    while !rest.is_empty() {
+        let next = (0..vocab.vocab_size() as u32)
+            .filter(|&t| !vocab.is_special(t))
+            .filter(|&t| vocab.grammar_bytes(t).is_some_and(|b| rest.starts_with(b)))
+            .max_by_key(|&t| vocab.token_bytes(t).len())
+            .expect("every byte is a token");
+        m.fill_bitmask(&mut row);
+        let done = text.len() - rest.len();
+        assert!(
+            row_is_allowed(&row, next),
+            "{:?} refused after {:?}",
+            String::from_utf8_lossy(vocab.token_bytes(next)),
+            &text[..done]
+        );
+        m.accept_token(next)
+            .unwrap_or_else(|e| panic!("after {:?}: {e}", &text[..done]));
+        rest = &rest[vocab.token_bytes(next).len()..];
+    }
+    m.fill_bitmask(&mut row);
+    let eos = vocab.stop_tokens()[0];
+    assert!(row_is_allowed(&row, eos) && m.is_accepting(), "{text:?}");
+    m.accept_token(eos).unwrap();
+    assert!(m.is_terminated());
+}
+
+/// Recursion through the body of a `*` whose other part is whitespace that
+/// may be empty: a run of letters is any number of atoms.
+#[test]
+fn whitespace_that_may_be_empty_before_a_recursive_item() {
+    let gbnf = r#"root ::= "x" expansion
+expansion ::= (i atom)*
+atom ::= "(" expansion ")" | [a-z]+
+i ::= [ \t]*
+"#;
+    let vocab = adjacent_vocab();
+    for text in [
+        "x b",
+        "x (b)",
+        "x (b (c))",
+        "x abcabcabcabcabcabcabcabc",
+        "x ((abcabcabcabcabcabcabcabc)  (ab)\t(a))",
+    ] {
+        walk_valid_text(gbnf, &vocab, text);
+    }
+}
+
+/// Text that may be empty, one or more times, between nested elements.
+#[test]
+fn text_that_may_be_empty_repeated_between_nested_elements() {
+    let gbnf = r#"root ::= "<c>" (text | em)+ "</c>"
+em ::= "<em>" (text | root)+ "</em>"
+text ::= [a-z0-9]*
+"#;
+    let vocab = adjacent_vocab();
+    for text in [
+        "<c>1</c>",
+        "<c></c>",
+        "<c>a1b2c3a1b2c3a1b2c3a1b2c3<em>0123456789012345678901234567890</em></c>",
+        "<c><em><c>ab</c>aaaaaaaaaaaaaaaaaaaaaaaaaaaa</em></c>",
+    ] {
+        walk_valid_text(gbnf, &vocab, text);
+    }
 }
