@@ -16,9 +16,10 @@
 //! [`keep_memory`] sets how the process deals with the kernel for memory:
 //! what it frees stays its own, in pages of 4 KB.
 //!
-//! Used by the `tokensieve` binary and by the earley crate's
-//! `examples/compile_profile.rs`, which includes this file so that it
-//! measures the allocator the command runs with.
+//! Used by the `tokensieve` binary, by the Python extension module
+//! (`crates/python`, which leaves [`keep_memory`] to the application) and by
+//! the earley crate's `examples/compile_profile.rs`, which includes this
+//! file so that it measures the allocator the command runs with.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::{c_int, c_long, c_void};

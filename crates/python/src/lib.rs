@@ -8,6 +8,14 @@
 //! The public Python API, with its documentation, is
 //! `python/tokensieve/__init__.pyi`.
 
+/// mimalloc for every Rust allocation made inside the extension module (the
+/// CLI's allocator, its source: with the system allocator the bindings
+/// measured slower than the binary on the same MaskBench files, figures in
+/// docs/python.md). Python's own objects keep Python's allocator, and the
+/// module leaves the process's memory settings (the CLI's `keep_memory`:
+/// purge delay, transparent huge pages) to the application that imports it.
+#[path = "../../cli/src/alloc.rs"]
+#[allow(dead_code)]
 mod alloc;
 mod apply;
 mod buffers;
