@@ -85,9 +85,16 @@ def test_the_grammar_object_keeps_the_attributes_sglang_reads():
     grammar = plugin.TokensieveGrammar(tokensieve.Compiler(info).compile_regex("a").matcher())
     assert grammar.current_token is None and grammar.finished is False
     assert hasattr(grammar, "grammar_stats")
-    assert isinstance(
-        grammar.allocate_vocab_mask(vocab_size=256, batch_size=2, device="cpu"), np.ndarray
-    )
+    mask = grammar.allocate_vocab_mask(vocab_size=256, batch_size=2, device="cpu")
+    # A torch tensor where torch is installed (as in every SGLang process),
+    # else a numpy array.
+    try:
+        import torch
+    except ImportError:
+        assert isinstance(mask, np.ndarray)
+    else:
+        assert isinstance(mask, torch.Tensor) and mask.dtype == torch.int32
+    assert tuple(mask.shape) == (2, 8)
 
 
 def test_the_backend_has_every_method_of_sglangs_or_inherits_it():
