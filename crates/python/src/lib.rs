@@ -1,9 +1,9 @@
 //! `tokensieve._tokensieve`: the native module behind the `tokensieve` Python
 //! package. Thin bindings over the facade crate's public API: vocabularies
-//! ([`tokenizer`]), compilation with a shared cache ([`compiler`]), matchers
-//! and mask fills without the GIL ([`matcher`]), mask application
-//! ([`apply`]), zero-copy views of numpy arrays and torch tensors
-//! ([`buffers`]), and the mapping of Rust errors to Python ones ([`errors`]).
+//! (`tokenizer`), compilation with a shared cache (`compiler`), matchers
+//! and mask fills without the GIL (`matcher`), mask application
+//! (`apply`), zero-copy views of numpy arrays and torch tensors
+//! (`buffers`), and the mapping of Rust errors to Python ones (`errors`).
 //!
 //! The public Python API, with its documentation, is
 //! `python/tokensieve/__init__.pyi`.
