@@ -284,6 +284,12 @@ def test_malformed_requests_fail_with_the_reason(plugin, qwen, backend):
         backend.compile_grammar(
             options.STRUCTURAL_TAG, json.dumps({"type": "structural_tag", "format": {}})
         )
+    # Ignoring at_least_one would allow output with no tag: refused.
+    with pytest.raises(ValueError, match="at_least_one"):
+        backend.compile_grammar(
+            options.STRUCTURAL_TAG,
+            json.dumps({"structures": [], "triggers": ["<f"], "at_least_one": True}),
+        )
     # The front end's check needs no model tokenizer.
     with pytest.raises(ValueError, match="tokensieve cannot compile this regex"):
         plugin.validate_key(options.REGEX, "(ab")

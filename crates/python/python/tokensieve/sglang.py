@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import logging
 import os
 from typing import Any, List, Optional, Sequence, Tuple
 
 import tokensieve
+from tokensieve._structural_tag import from_structures_json
 from tokensieve._plugins import TESTED_SGLANG_VERSIONS, check_sglang_version  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
@@ -329,7 +329,7 @@ class TokensieveGrammarBackend(_BackendBase):
 
     def dispatch_structural_tag(self, key_string: str) -> Any:
         try:
-            tags, triggers = _legacy_structural_tag(key_string)
+            tags, triggers = from_structures_json(key_string)
         except ValueError as err:
             logger.error("tokensieve: invalid structural_tag %r: %s", key_string, err)
             return InvalidGrammarObject(str(err))
@@ -404,43 +404,6 @@ def _tokenizer_info(
             f"tokensieve cannot read SGLang's tokenizer ({type(tokenizer).__name__}): {err};"
             " it needs a Hugging Face fast tokenizer (tokenizer.json)"
         ) from err
-
-
-def _legacy_structural_tag(key_string: str) -> Tuple[list, list]:
-    """The ``structures``/``triggers`` form of a structural tag (SGLang's
-    ``LegacyStructuralTagResponseFormat``), as ``compile_structural_tag``
-    takes it."""
-    try:
-        spec = json.loads(key_string)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"structural tag is not JSON: {err}") from err
-    if not isinstance(spec, dict) or "structures" not in spec:
-        raise ValueError(
-            "tokensieve compiles structural tags in their structures/triggers form;"
-            " the format form (model-native tags) is not supported"
-        )
-    if spec.get("at_least_one"):
-        raise ValueError(
-            "tokensieve cannot force at least one structural tag (at_least_one=true);"
-            " its tags are optional regions of free text"
-        )
-    triggers = spec.get("triggers")
-    if not isinstance(triggers, list) or not all(isinstance(t, str) for t in triggers):
-        raise ValueError("structural tag: triggers must be a list of strings")
-    tags = []
-    for structure in spec["structures"]:
-        if not isinstance(structure, dict) or not {"begin", "end"} <= structure.keys():
-            raise ValueError("structural tag: each structure needs begin and end")
-        schema = structure.get("schema")
-        tags.append(
-            {
-                "begin": structure["begin"],
-                # A missing schema means any JSON value (SGLang fills in {}).
-                "schema": {} if schema is None else schema,
-                "end": structure["end"],
-            }
-        )
-    return tags, triggers
 
 
 def create_grammar_backend(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, get_args
 
 import tokensieve
+from tokensieve._structural_tag import from_structures_json
 from tokensieve._plugins import TESTED_VLLM_VERSIONS, check_vllm_version  # noqa: F401 (re-exported)
 from vllm.v1.structured_output.backend_types import (
     StructuredOutputBackend,
@@ -239,34 +240,9 @@ def compile_request(
             raise ValueError("choice must be a JSON list of strings")
         return compiler.compile_choice(choices)
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
-        tags, triggers = _structural_tag(grammar_spec)
+        tags, triggers = from_structures_json(grammar_spec)
         return compiler.compile_structural_tag(tags, triggers)
     raise ValueError(f"tokensieve does not compile {request_type!s} requests")
-
-
-def _structural_tag(grammar_spec: str) -> tuple[list, list]:
-    spec = json.loads(grammar_spec)
-    if not isinstance(spec, dict) or "structures" not in spec:
-        raise ValueError(
-            "tokensieve compiles structural tags in their structures/triggers form;"
-            " the format form is not supported"
-        )
-    triggers = spec.get("triggers")
-    if not isinstance(triggers, list) or not all(isinstance(t, str) for t in triggers):
-        raise ValueError("structural tag: triggers must be a list of strings")
-    tags = []
-    for structure in spec["structures"]:
-        if not isinstance(structure, dict) or not {"begin", "end"} <= structure.keys():
-            raise ValueError("structural tag: each structure needs begin and end")
-        schema = structure.get("schema")
-        tags.append(
-            {
-                "begin": structure["begin"],
-                "schema": {} if schema is None else schema,
-                "end": structure["end"],
-            }
-        )
-    return tags, triggers
 
 
 # --- request validation (the front-end process) ---------------------------
