@@ -30,6 +30,10 @@ use tokensieve_core::{GrammarError, Location};
 /// The dead state: every transition from it leads back to it.
 pub const DEAD: u32 = 0;
 
+/// The byte that ends a pattern in the DFA [`ByteDfa::build`] asks
+/// regex-automata for: never part of UTF-8 text, so no pattern matches it.
+const END_MARKER: u8 = 0xFF;
+
 /// No forced byte (see [`ByteDfa::forced_byte`]).
 const NOT_FORCED: u16 = 256;
 
@@ -452,6 +456,25 @@ impl ByteDfa {
                     .into(),
             });
         }
+        // With no look-around, the pattern is followed by one END_MARKER
+        // byte, which no UTF-8 pattern can match: its DFA then has one match
+        // state instead of one per accepting state. regex-automata moves
+        // match states to the end of the table by swaps whose remapping
+        // follows cycles, quadratic in the match states: 1 s for
+        // `[a-z ]{0,20000}` unmarked, 19 ms marked. A look-around (`$`, an
+        // ASCII `\b`) would see the marker, so such patterns go unmarked.
+        let marked = hir.properties().look_set().is_empty();
+        Self::build_hir(hir, marked, limits)
+    }
+
+    /// [`Self::build`] from the parsed pattern, followed by [`END_MARKER`]
+    /// when `marked` (which a look-around forbids).
+    fn build_hir(hir: Hir, marked: bool, limits: &DfaLimits) -> Result<ByteDfa, GrammarError> {
+        let hir = if marked {
+            Hir::concat(vec![hir, Hir::literal([END_MARKER])])
+        } else {
+            hir
+        };
         let nfa = compile_nfa(&hir, limits.nfa_size_limit)?;
         let dense = dense::Builder::new()
             .configure(
@@ -480,7 +503,7 @@ impl ByteDfa {
                     }
                 }
             })?;
-        reduce(extract(&dense, limits)?, limits, "the regex's DFA")
+        reduce(extract(&dense, marked, limits)?, limits, "the regex's DFA")
     }
 
     /// The DFA of the outputs every one of `patterns` matches in full (the
@@ -765,7 +788,15 @@ struct Table {
 }
 
 /// Copies the reachable part of a dense DFA into a [`Table`], state 0 dead.
-fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, GrammarError> {
+/// `marked`: the DFA is the pattern's followed by [`END_MARKER`], so a state
+/// accepts when the marker leads to a match, and the marker's own
+/// transitions are left out (the byte is dead everywhere, as in the
+/// pattern's own DFA).
+fn extract(
+    dfa: &dense::DFA<Vec<u32>>,
+    marked: bool,
+    limits: &DfaLimits,
+) -> Result<Table, GrammarError> {
     let byte_classes = dfa.byte_classes();
     let mut classes = [0u8; 256];
     let mut reps: Vec<u8> = Vec::new();
@@ -775,6 +806,19 @@ fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, Gram
         if c as usize == reps.len() {
             reps.push(b);
         }
+    }
+    if marked {
+        // The marker is alone in its class (no UTF-8 range reaches it) and
+        // is the last byte, so its class is the last one: drop it and give
+        // the byte the class of 0xFE, which no UTF-8 pattern takes either.
+        if reps.last() != Some(&END_MARKER) || classes[0xFE] == classes[END_MARKER as usize] {
+            return Err(GrammarError::Unsupported {
+                location: Location::None,
+                what: "a regex that matches the byte 0xFF".into(),
+            });
+        }
+        reps.pop();
+        classes[END_MARKER as usize] = classes[0xFE];
     }
     let stride = reps.len();
     let start = dfa
@@ -804,7 +848,12 @@ fn extract(dfa: &dense::DFA<Vec<u32>>, limits: &DfaLimits) -> Result<Table, Gram
     while i < order.len() {
         let sid = order[i];
         i += 1;
-        accepting.push(dfa.is_match_state(dfa.next_eoi_state(sid)));
+        let end = if marked {
+            dfa.next_state(sid, END_MARKER)
+        } else {
+            sid
+        };
+        accepting.push(dfa.is_match_state(dfa.next_eoi_state(end)));
         for &rep in &reps {
             let next = dfa.next_state(sid, rep);
             if dfa.is_quit_state(next) {
@@ -1131,6 +1180,39 @@ fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, Gramma
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The end marker changes only how fast the DFA is built: marked and
+    /// unmarked, every pattern gives the same minimized table.
+    #[test]
+    fn the_end_marker_gives_the_same_dfa() {
+        let limits = DfaLimits {
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            max_dfa_states: 50_000,
+            minimize: true,
+        };
+        for pattern in [
+            "",
+            "a",
+            "a*",
+            "(ab|a)*b?",
+            "[a-z ]{0,300}",
+            r#""([^"\\]|\\.)*""#,
+            r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?",
+            "(?s:.){2,5}x",
+            "[\u{80}-\u{10FFFF}]+",
+            r"\p{Greek}{1,3}|é",
+            r#"\{("a":(true|false)(,"b":[0-9]{1,4})?)?\}"#,
+        ] {
+            let hir = || parse(pattern).unwrap();
+            let marked = ByteDfa::build_hir(hir(), true, &limits).unwrap();
+            let plain = ByteDfa::build_hir(hir(), false, &limits).unwrap();
+            assert_eq!(marked.classes, plain.classes, "{pattern}");
+            assert_eq!(marked.trans, plain.trans, "{pattern}");
+            assert_eq!(marked.accepting, plain.accepting, "{pattern}");
+            assert_eq!(marked.start, plain.start, "{pattern}");
+        }
+    }
 
     /// The text step as first written (vectors, a question per byte): the
     /// oracle of the one that allocates nothing.
