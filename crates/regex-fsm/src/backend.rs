@@ -175,6 +175,7 @@ impl RegexFsmBackend {
                 parallel: c.parallel_build,
                 walk_cache_bytes: c.walk_cache_bytes,
                 cancel: cancel.clone(),
+                max_work: c.max_compile_work,
             },
         )?;
         let index_time = index_start.elapsed();

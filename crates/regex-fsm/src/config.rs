@@ -15,7 +15,7 @@ use tokensieve_core::{BackendConfig, GrammarError};
 /// Through the registry (`BackendConfig::options`), the same knobs are read
 /// by name: `max_dfa_states`, `nfa_size_limit`, `dfa_size_limit`,
 /// `max_index_bytes`, `minimize`, `max_whitespace`, `parallel_build`,
-/// `walk_cache_bytes`
+/// `walk_cache_bytes`, `max_compile_work`
 /// (see [`RegexFsmConfig::from_backend_config`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegexFsmConfig {
@@ -57,6 +57,18 @@ pub struct RegexFsmConfig {
     /// is kept for every later build on the same vocabulary. Default 64 MiB;
     /// 0 turns it off, so every build starts cold.
     pub walk_cache_bytes: usize,
+    /// Trie nodes the token index build may visit, over all its walks: the
+    /// work budget of a compile, counted, not timed (a walk the
+    /// process-wide cache already holds is charged as if walked), so the
+    /// same regex compiles or fails the same way on every machine and in
+    /// every process. A node costs 5–10 ns on a 2-core x86-64 machine, so
+    /// the default of 250,000,000 ends the index build within about 1–2.5 s
+    /// of CPU; the most any MaskBench dev schema needs is 217 million (the
+    /// DFA's states times the part of the vocabulary each walk reaches: a
+    /// small DFA whose states each take much of the vocabulary, such as
+    /// `([a-z ]{0,200}[.!?]){0,40}`, needs 456 million). Determinization,
+    /// before it, is bounded by `nfa_size_limit` and `dfa_size_limit`.
+    pub max_compile_work: u64,
 }
 
 impl Default for RegexFsmConfig {
@@ -71,6 +83,7 @@ impl Default for RegexFsmConfig {
             max_whitespace: 20,
             parallel_build: false,
             walk_cache_bytes: 64 << 20,
+            max_compile_work: 250_000_000,
         }
     }
 }
@@ -78,7 +91,7 @@ impl Default for RegexFsmConfig {
 impl RegexFsmConfig {
     /// The names of the knobs [`RegexFsmConfig::from_backend_config`] reads
     /// from `options`.
-    pub const OPTIONS: [&'static str; 8] = [
+    pub const OPTIONS: [&'static str; 9] = [
         "max_dfa_states",
         "nfa_size_limit",
         "dfa_size_limit",
@@ -87,6 +100,7 @@ impl RegexFsmConfig {
         "max_whitespace",
         "parallel_build",
         "walk_cache_bytes",
+        "max_compile_work",
     ];
 
     /// Reads the knobs from a registry [`BackendConfig`]: `max_rollback` from
@@ -107,6 +121,7 @@ impl RegexFsmConfig {
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
             parallel_build: config.option("parallel_build", d.parallel_build)?,
             walk_cache_bytes: config.option("walk_cache_bytes", d.walk_cache_bytes)?,
+            max_compile_work: config.option("max_compile_work", d.max_compile_work)?,
         };
         parsed.validate()?;
         Ok(parsed)

@@ -88,6 +88,26 @@ pub(crate) struct IndexOptions {
     /// Polled before every walk: a cancelled build stops with
     /// `GrammarError::Cancelled`.
     pub cancel: CancelToken,
+    /// Trie nodes the build may visit (`max_compile_work`). A region walk
+    /// found in the process-wide cache is charged as if walked, so the
+    /// same regex passes or fails the budget whatever the cache holds.
+    pub max_work: u64,
+}
+
+/// Adds `nodes` to the work `spent` by a build, failing past `max`.
+fn charge(spent: &mut u64, nodes: u64, max: u64) -> Result<(), GrammarError> {
+    *spent += nodes;
+    if *spent > max {
+        return Err(GrammarError::LimitExceeded {
+            what: format!(
+                "the token index's trie walks ({} nodes visited and counting)",
+                *spent
+            ),
+            limit: usize::try_from(max).unwrap_or(usize::MAX),
+            knob: "max_compile_work".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Per-state mask rows for one (regex, vocabulary).
@@ -614,7 +634,8 @@ fn share_regions(
     words: usize,
     reps: &[u32],
     options: &IndexOptions,
-) -> Plans {
+    spent: &mut u64,
+) -> Result<Plans, GrammarError> {
     let mut finder = RegionFinder::new(dfa);
     let regions: Vec<Option<Region>> = reps.iter().map(|&s| finder.region(s)).collect();
     // Distinct forms, numbered in first-seen order: (count, first rep).
@@ -655,22 +676,35 @@ fn share_regions(
             }
         })
         .collect();
+    for walk in walks.iter().flatten() {
+        charge(spent, walk.visited, options.max_work)?;
+    }
     let missing: Vec<usize> = (0..walks.len()).filter(|&w| walks[w].is_none()).collect();
     let region_walk = |w: &mut Walker<'_>, &j: &usize| {
         Arc::new(w.walk_region(regions[firsts[j]].as_ref().expect("has a region")))
     };
-    let walked: Vec<Arc<RegionWalk>> = if options.parallel && missing.len() > 1 {
-        missing
-            .par_iter()
-            .map_init(|| Walker::new(dfa, trans, trie, words, false), region_walk)
-            .collect()
+    let mut walked: Vec<Arc<RegionWalk>> = Vec::with_capacity(missing.len());
+    if options.parallel && missing.len() > 1 {
+        for batch in missing.chunks(PARALLEL_BATCH) {
+            options.cancel.check()?;
+            let done: Vec<Arc<RegionWalk>> = batch
+                .par_iter()
+                .map_init(|| Walker::new(dfa, trans, trie, words, false), region_walk)
+                .collect();
+            for walk in done {
+                charge(spent, walk.visited, options.max_work)?;
+                walked.push(walk);
+            }
+        }
     } else {
         let mut walker = Walker::new(dfa, trans, trie, words, false);
-        missing
-            .iter()
-            .map(|j| region_walk(&mut walker, j))
-            .collect()
-    };
+        for j in &missing {
+            options.cancel.check()?;
+            let walk = region_walk(&mut walker, j);
+            charge(spent, walk.visited, options.max_work)?;
+            walked.push(walk);
+        }
+    }
     let nodes_visited = walked.iter().map(|w| w.visited).sum();
     for (&j, walk) in missing.iter().zip(walked) {
         if caching {
@@ -687,7 +721,7 @@ fn share_regions(
             _ => Plan::Alone,
         })
         .collect();
-    Plans {
+    Ok(Plans {
         plans,
         walks: walks
             .into_iter()
@@ -695,7 +729,7 @@ fn share_regions(
             .collect(),
         walked: missing.len(),
         nodes_visited,
-    }
+    })
 }
 
 /// Predecessors over live edges (from live states), in CSR form: the
@@ -797,6 +831,9 @@ impl TokenIndex {
         store.by_hash.insert(empty_hash, vec![0]);
         let mut state_row = vec![0u32; n];
         let mut visited = 0u64;
+        // Work charged to `max_compile_work`: `visited`, plus the cached
+        // region walks at their original cost.
+        let mut spent = 0u64;
         let (mut region_walks, mut region_cache_hits, mut region_states) = (0, 0, 0);
         let trans = premultiplied(dfa);
         let (token_reachable_states, stuck_states) = if share_rows && bytes_are_tokens(dfa, trie) {
@@ -809,11 +846,12 @@ impl TokenIndex {
                 reps[block[s as usize] as usize] = s;
             }
             let reps: Vec<u32> = reps.into_iter().filter(|&s| s != DEAD).collect();
-            let plans = share_regions(dfa, &trans, trie, words, &reps, options);
+            let plans = share_regions(dfa, &trans, trie, words, &reps, options, &mut spent)?;
             let wide: Vec<bool> = (0..n as u32).map(|s| region::is_wide(dfa, s)).collect();
             let mut block_row = vec![0u32; blocks];
             let mut record = |s: u32, w: Walked, store: &mut RowStore| {
                 options.cancel.check()?;
+                charge(&mut spent, w.visited, options.max_work)?;
                 block_row[block[s as usize] as usize] = store.insert(w.row, w.hash)?;
                 visited += w.visited;
                 Ok::<(), GrammarError>(())
@@ -865,6 +903,7 @@ impl TokenIndex {
                 &mut store,
                 &mut state_row,
                 &mut visited,
+                &mut spent,
             )?
         };
         let (dense_rows, sparse_rows) = store.rows.iter().fold((0, 0), |(d, s), r| match r {
@@ -906,12 +945,14 @@ impl TokenIndex {
         store: &mut RowStore,
         state_row: &mut [u32],
         visited: &mut u64,
+        spent: &mut u64,
     ) -> Result<(usize, usize), GrammarError> {
         let n = dfa.num_states();
         let parallel = options.parallel;
         let mut successors: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut record = |s: u32, w: Walked, store: &mut RowStore| -> Result<(), GrammarError> {
             options.cancel.check()?;
+            charge(spent, w.visited, options.max_work)?;
             state_row[s as usize] = store.insert(w.row, w.hash)?;
             successors[s as usize] = w.successors;
             *visited += w.visited;
@@ -1160,6 +1201,7 @@ mod tests {
 
     fn options(walk_cache_bytes: usize) -> IndexOptions {
         IndexOptions {
+            max_work: u64::MAX,
             max_bytes: usize::MAX,
             parallel: false,
             walk_cache_bytes,

@@ -134,6 +134,39 @@ fn dfa_and_state_limits_are_named() {
     assert!(e.to_string().contains("max_index_bytes"));
 }
 
+/// The compile's work budget (`max_compile_work`, trie nodes visited by
+/// the index build) stops a regex whose DFA is small but whose states each
+/// walk much of the vocabulary, and the answer does not depend on what the
+/// process-wide walk cache holds: a regex that fails cold fails warm.
+#[test]
+fn the_compile_work_budget_is_named_and_deterministic() {
+    let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+    let backend = |max_compile_work: u64| {
+        RegexFsmBackend::new(
+            vocab.clone(),
+            RegexFsmConfig {
+                max_compile_work,
+                ..Default::default()
+            },
+        )
+    };
+    let pattern = r#"([a-z ]{0,20}[.!?]){0,20}"#;
+    let done = backend(u64::MAX).compile_regex(pattern).unwrap();
+    let nodes = done.build_stats().index.nodes_visited;
+    assert!(nodes > 1_000, "{nodes}");
+    for _ in 0..2 {
+        // The second round finds the region walks of the first in the cache.
+        let e = backend(nodes / 2).compile_regex(pattern).unwrap_err();
+        assert!(
+            matches!(&e, GrammarError::LimitExceeded { knob, limit, .. }
+                if knob == "max_compile_work" && *limit as u64 == nodes / 2),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("trie walks"), "{e}");
+    }
+    backend(nodes).compile_regex(pattern).unwrap();
+}
+
 #[test]
 fn empty_language_and_empty_choice_are_errors() {
     assert!(matches!(compile_err("a$b"), GrammarError::InvalidSpec(_)));
