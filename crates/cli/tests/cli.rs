@@ -444,3 +444,115 @@ fn jsts_counts_and_names_refused_groups() {
         "{err}"
     );
 }
+
+/// `bench soak` serves batches from threads sharing one grammar cache,
+/// with compiles cancelled and timed out at random, and counts what
+/// happened; it fails (exit 1) when an instance labelled invalid gets
+/// through, here a mislabelled one, which is how it would show a backend
+/// accepting a wider language under load.
+#[test]
+fn soak_serves_batches_and_fails_on_an_invalid_instance_accepted() {
+    let tok = tokenizer();
+    let scratch = Scratch::new("soak");
+    scratch.file(
+        "point.json",
+        r#"{"schema": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                       "required": ["x", "y"], "additionalProperties": false},
+            "tests": [{"data": {"x": 1, "y": -20}, "valid": true},
+                      {"data": {"x": 1}, "valid": false},
+                      {"data": {"x": 1, "y": 2, "z": 3}, "valid": false}]}"#,
+    );
+    scratch.file(
+        "tree.json",
+        r##"{"schema": {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "string"},
+                          "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "required": ["v"]}},
+                       "$ref": "#/$defs/n"},
+            "tests": [{"data": {"v": "a", "kids": [{"v": "b", "kids": [{"v": "c"}]}]}, "valid": true},
+                      {"data": {"kids": []}, "valid": false}]}"##,
+    );
+    // A schema the backend refuses: every request for it is an error.
+    scratch.file(
+        "refused.json",
+        r#"{"schema": {"type": "string", "not": {"anyOf": [{"pattern": "a"}]}},
+            "tests": [{"data": "b", "valid": true}]}"#,
+    );
+    let soak = |dir: &str| {
+        run(&[
+            "bench",
+            "soak",
+            "--backend",
+            "earley",
+            "--tokenizer",
+            &tok,
+            "--requests",
+            "30",
+            "--rounds",
+            "2",
+            "--threads",
+            "3",
+            "--batch",
+            "4",
+            "--cache-entries",
+            "2",
+            "--cancel-percent",
+            "20",
+            "--timeout-percent",
+            "20",
+            dir,
+        ])
+    };
+    let dir = scratch.0.display().to_string();
+    let o = soak(&dir);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON summary");
+    assert_eq!(summary["requests"], 60, "{summary}");
+    assert!(summary["walks"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["tokens"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(
+        summary["invalid_accepted"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["nondeterministic"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+    assert_eq!(summary["valid_refused"], 0, "{summary}");
+    assert!(
+        summary["errors"]["Unsupported"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    assert!(
+        summary["cache"]["evicted"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    assert!(
+        summary["calls_us"]["fill_row"]["n"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    assert_eq!(
+        summary["memory_mib"]["after_each_round"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    scratch.file(
+        "mislabelled.json",
+        r#"{"schema": {"type": "integer"}, "tests": [{"data": 7, "valid": false}]}"#,
+    );
+    let o = soak(&dir);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON summary");
+    let accepted = summary["invalid_accepted"].as_array().unwrap();
+    assert!(
+        accepted
+            .iter()
+            .all(|a| a.as_str().unwrap().starts_with("mislabelled.json")),
+        "{summary}"
+    );
+    assert!(!accepted.is_empty(), "{summary}");
+    assert!(stderr(&o).contains("soak FAILED"), "{}", stderr(&o));
+}

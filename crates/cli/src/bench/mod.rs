@@ -17,6 +17,7 @@ mod plot;
 mod progress;
 mod record;
 mod report;
+mod soak;
 
 use clap::Subcommand;
 
@@ -30,6 +31,9 @@ pub enum BenchCommand {
     Report(report::ReportArgs),
     /// Run the JSON-Schema-Test-Suite as mask walks and print pass rates.
     Jsts(jsts::JstsArgs),
+    /// The engine under load: threads sharing a grammar cache, batches,
+    /// cancelled and timed-out compiles; tails, errors and memory.
+    Soak(soak::SoakArgs),
     /// A real model end to end: constraints off / on, jump-forward off / on.
     #[cfg(feature = "generate")]
     E2e(e2e::E2eArgs),
@@ -41,6 +45,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<u8> {
         BenchCommand::Packs(args) => packs::run(&args),
         BenchCommand::Report(args) => report::run(&args),
         BenchCommand::Jsts(args) => jsts::run(&args),
+        BenchCommand::Soak(args) => soak::run(&args),
         #[cfg(feature = "generate")]
         BenchCommand::E2e(args) => e2e::run(&args),
     }
