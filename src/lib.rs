@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | `regex-fsm` | yes | Outlines-style backend (`regex-fsm`, alias `outlines`): regex, choice, JSON Schema without recursion, regular grammars |
 //! | `earley` | yes | context-free backend (`earley`): JSON Schema (recursive too), any GBNF grammar, `json_object`, regex, choice |
+//! | `auto` | yes | the hybrid (`auto`): earley's first mask at once, regex-fsm's table built in the background where the language is regular (turns on `regex-fsm` and `earley`) |
 //! | `reasoner` | yes | unconstrained thinking before a think-end token |
 //! | `cuda` | no | `tokensieve::cuda` mask device (cudarc, loads the driver at run time) |
 //! | `wgpu` | no | `tokensieve::wgpu` mask device (any WebGPU adapter) |
@@ -46,6 +47,8 @@ pub use tokensieve_core::*;
 
 pub mod bench_protocol;
 
+#[cfg(feature = "auto")]
+pub use tokensieve_auto as auto;
 #[cfg(feature = "cuda")]
 pub use tokensieve_cuda as cuda;
 #[cfg(feature = "earley")]
@@ -64,6 +67,8 @@ use std::sync::Arc;
 fn link_backends() {
     #[cfg(feature = "regex-fsm")]
     std::hint::black_box(tokensieve_regex_fsm::BACKEND_NAME);
+    #[cfg(feature = "auto")]
+    std::hint::black_box(tokensieve_auto::BACKEND_NAME);
 }
 
 /// Every registered backend (run-time registrations first).

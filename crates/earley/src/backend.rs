@@ -318,6 +318,40 @@ impl EarleyBackend {
 }
 
 impl EarleyBackend {
+    /// The language this backend serves for `constraint`, as one regex
+    /// (whole-output match), when that language is regular; `Ok(None)` when
+    /// it is not (recursion, values of any depth, extra members of a JSON
+    /// object with any value). The same lowering as
+    /// [`compile`](GrammarBackend::compile), so a regex engine built from
+    /// it (the `auto` backend's regex-fsm table) accepts exactly the
+    /// outputs this backend's matchers accept. Costs one lowering (a
+    /// fraction of a compile); errors are those a compile would give.
+    pub fn regular_regex(&self, constraint: &Constraint) -> Result<Option<String>, GrammarError> {
+        let grammar = match &constraint.spec {
+            ConstraintSpec::Regex(pattern) => return Ok(Some(pattern.clone())),
+            ConstraintSpec::Choice(choices) => return choice_regex(choices).map(Some),
+            ConstraintSpec::JsonSchema(schema) => {
+                let lowered = json_schema::schema_to_grammar(
+                    schema,
+                    &constraint.options,
+                    self.config.max_whitespace,
+                    &schema_limits(false),
+                )?;
+                // No rule: the root regex is the whole language.
+                return Ok(lowered.rules.is_empty().then_some(lowered.root));
+            }
+            ConstraintSpec::Ebnf { grammar, root } => Grammar::from_gbnf(grammar, root)?,
+            ConstraintSpec::JsonObject => {
+                builtin_json(&constraint.options, self.config.max_whitespace)?
+            }
+            ConstraintSpec::StructuralTag(tag) => self.structural_tag(tag, &constraint.options)?,
+        };
+        // A grammar the solver cannot write as one regex (recursion in the
+        // middle of a rule, a regex past its length limit) is not regular
+        // as far as a regex engine is concerned.
+        Ok(grammar.to_regex(&RegularLimits::default()).ok())
+    }
+
     /// A JSON Schema through the front end's context-free lowering:
     /// recursion and values of any depth become rules.
     fn schema_grammar(&self, schema: &str, options: &SpecOptions) -> Result<Grammar, GrammarError> {
