@@ -46,6 +46,7 @@
 pub use tokensieve_core::*;
 
 pub mod bench_protocol;
+mod takers;
 
 #[cfg(feature = "auto")]
 pub use tokensieve_auto as auto;
@@ -81,14 +82,23 @@ pub fn available_backends() -> Vec<BackendInfo> {
 /// `config.think_end_token` is set, the backend is wrapped in the reasoner:
 /// unconstrained while thinking, constrained after the think-end token.
 /// Either way it is guarded ([`GuardedBackend`]): a panic inside it is an
-/// error of that compile or a sticky error of that matcher.
+/// error of that compile or a sticky error of that matcher. A constraint it
+/// refuses as unsupported (or past one of its limits) is a
+/// [`GrammarError::TakenElsewhere`] naming the registered backends that
+/// compile it, when some do (found by compiling it with each, only then).
 pub fn create_backend(
     name: &str,
     config: &BackendConfig,
     vocab: Arc<Vocabulary>,
 ) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
     link_backends();
-    let inner = tokensieve_core::instantiate_backend(name, config, vocab)?;
+    let inner: Arc<dyn GrammarBackend> = Arc::new(takers::NamesTakers {
+        inner: tokensieve_core::instantiate_backend(name, config, vocab)?,
+        config: BackendConfig {
+            max_rollback: config.max_rollback,
+            ..BackendConfig::default()
+        },
+    });
     let backend: Arc<dyn GrammarBackend> = match &config.think_end_token {
         None => inner,
         #[cfg(feature = "reasoner")]
