@@ -99,6 +99,29 @@ pub fn create_backend(
             ..BackendConfig::default()
         },
     });
+    wrap(inner, config)
+}
+
+/// [`create_backend`] whose refusals name no other backend: for benchmarks,
+/// where the time of a compile that fails must be that backend's alone
+/// (naming the others compiles the constraint with each of them).
+pub fn create_backend_alone(
+    name: &str,
+    config: &BackendConfig,
+    vocab: Arc<Vocabulary>,
+) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
+    link_backends();
+    wrap(
+        tokensieve_core::instantiate_backend(name, config, vocab)?,
+        config,
+    )
+}
+
+/// The reasoner (when the config names a think-end token) and the guard.
+fn wrap(
+    inner: Arc<dyn GrammarBackend>,
+    config: &BackendConfig,
+) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
     let backend: Arc<dyn GrammarBackend> = match &config.think_end_token {
         None => inner,
         #[cfg(feature = "reasoner")]

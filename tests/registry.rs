@@ -165,6 +165,11 @@ fn a_refusal_names_the_backends_that_take_the_constraint() {
         "{e}"
     );
 
+    // Alone (for benchmarks): the refusal itself, nothing else compiled.
+    let alone = tokensieve::create_backend_alone("regex-fsm", &config, vocab.clone()).unwrap();
+    let e = alone.compile(&recursive).err().unwrap();
+    assert!(matches!(e, GrammarError::Unsupported { .. }), "{e:?}");
+
     // A syntax error is the user's to fix: no backend named.
     let e = regex.compile(&Constraint::regex("(a")).err().unwrap();
     assert!(matches!(e, GrammarError::InvalidRegex { .. }), "{e:?}");

@@ -250,6 +250,7 @@ impl Shared {
     /// The background thread: builds queued tables one at a time, and
     /// exits as soon as the queue is empty.
     fn work(&self) {
+        background_priority();
         loop {
             let build = {
                 let mut tables = self.lock();
@@ -322,6 +323,24 @@ impl Shared {
                 break;
             };
             tables.done_bytes -= old.map_or(0, |t| t.memory_bytes());
+        }
+    }
+}
+
+/// Puts the calling thread in the idle scheduling class (Linux): the
+/// build runs on a core nothing else wants (a second core while the
+/// caller masks on the first), and never slows the threads that answer
+/// masks. A machine busy on every core builds no table (matchers stay on
+/// earley, which is always right). Elsewhere, the default priority.
+fn background_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `sched_setscheduler` on pid 0 changes only the calling
+        // thread's policy and reads `param`, a valid local, for the call.
+        // Failure (a sandbox forbidding it) leaves the default priority.
+        unsafe {
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
         }
     }
 }

@@ -65,8 +65,12 @@
 //! ## Threads
 //!
 //! Compiling and matching run on the caller's thread; only table builds
-//! run on the backend's background thread, one build at a time. With
-//! [`AutoConfig::tables`] off there is no thread at all (earley alone).
+//! run on the backend's background thread, one build at a time, in the
+//! idle scheduling class on Linux (`SCHED_IDLE`: it takes only CPU time no
+//! other thread wants, so it never slows the threads that answer masks; a
+//! machine busy on every core builds no table, and its matchers stay on
+//! earley). With [`AutoConfig::tables`] off there is no thread at all
+//! (earley alone).
 //!
 //! ## Configuration
 //!

@@ -181,7 +181,7 @@ impl AutoMatcher {
     /// accepted (a poisoning error ends the log: that state cannot move).
     fn step(
         &mut self,
-        step: Step,
+        step: impl FnOnce() -> Step,
         run: impl FnOnce(&mut dyn GrammarObject) -> Result<(), StepError>,
     ) -> Result<(), StepError> {
         self.maybe_move();
@@ -192,7 +192,7 @@ impl AutoMatcher {
                 Ok(()) => {
                     let mut ended = false;
                     if let Some(l) = log.as_mut() {
-                        l.recent.push_back(step);
+                        l.recent.push_back(step());
                         while l.recent.len() > max {
                             let old = l.recent.pop_front().expect("longer than max");
                             let bytes = match &old {
@@ -273,7 +273,7 @@ impl GrammarObject for NoMatcher {
 
 impl GrammarObject for AutoMatcher {
     fn accept_token(&mut self, token: u32) -> Result<(), StepError> {
-        let result = self.step(Step::Token(token), |m| m.accept_token(token));
+        let result = self.step(|| Step::Token(token), |m| m.accept_token(token));
         if result.is_ok() {
             self.stats.tokens_accepted += 1;
         }
@@ -281,7 +281,7 @@ impl GrammarObject for AutoMatcher {
     }
 
     fn accept_bytes(&mut self, bytes: &[u8]) -> Result<(), StepError> {
-        self.step(Step::Bytes(bytes.to_vec()), |m| m.accept_bytes(bytes))
+        self.step(|| Step::Bytes(bytes.to_vec()), |m| m.accept_bytes(bytes))
     }
 
     fn fill_bitmask(&mut self, row: &mut [u32]) {
