@@ -13,8 +13,8 @@ use tokensieve_auto::{AutoBackend, AutoConfig, AutoGrammar, TableState};
 use tokensieve_core::bitmask::row_allowed_tokens;
 use tokensieve_core::testing::SplitMix64;
 use tokensieve_core::{
-    BackendConfig, CancelToken, Constraint, GrammarBackend, GrammarError, GrammarObject,
-    Vocabulary, instantiate_backend,
+    BackendConfig, CancelToken, CompiledGrammar, Constraint, GrammarBackend, GrammarError,
+    GrammarObject, Vocabulary, instantiate_backend,
 };
 use tokensieve_earley::{EarleyBackend, EarleyConfig};
 
@@ -455,4 +455,56 @@ fn the_registry_makes_it_with_its_options() {
     config.options.insert("max_dfa_state".into(), "1".into());
     let e = instantiate_backend("auto", &config, vocab).err().unwrap();
     assert!(e.to_string().contains("max_dfa_state"), "{e}");
+}
+
+/// A batch fill (rows in parallel from a batch of 64) gives each auto
+/// matcher's own mask, whether it is on earley, on the table, or moves
+/// during the fill.
+#[test]
+fn batch_fill_gives_each_matchers_own_row() {
+    let vocab = tiny();
+    let words = vocab.mask_words();
+    let backend = AutoBackend::new(vocab.clone(), config(8));
+    let spec = &regular_specs()[3];
+    let OnEarley(pinned, grammar) = fresh_on_earley(&backend, spec);
+    let prefixes: [&[u8]; 4] = [
+        b"",
+        b"{\"",
+        b"{\"name\": \"a",
+        b"{\"name\": \"ab\", \"tags\": [\"x\"",
+    ];
+    let mut matchers: Vec<Box<dyn GrammarObject>> = Vec::new();
+    for i in 0..64 {
+        // A quarter stay on earley, a quarter move at the fill, the rest
+        // start on the table.
+        let mut m = match i % 4 {
+            0 => pinned.fork(),
+            1 => {
+                let mut m = grammar.auto_matcher();
+                m.pin_to_earley(true);
+                m.reset();
+                m.accept_bytes(prefixes[i % 4]).unwrap();
+                m.pin_to_earley(false);
+                Box::new(m) as Box<dyn GrammarObject>
+            }
+            _ => grammar.matcher(),
+        };
+        if i % 4 != 1 {
+            m.accept_bytes(prefixes[i % 4]).unwrap();
+        }
+        matchers.push(m);
+    }
+    let expected: Vec<Vec<u32>> = matchers
+        .iter()
+        .map(|m| mask(&mut *m.fork(), words))
+        .collect();
+    let mut batch = tokensieve_core::TokenBitmask::new(matchers.len(), vocab.vocab_size());
+    let mut slots: Vec<Option<&mut dyn GrammarObject>> = matchers
+        .iter_mut()
+        .map(|m| Some(&mut **m as &mut dyn GrammarObject))
+        .collect();
+    batch.fill_batch(&mut slots);
+    for (i, row) in expected.iter().enumerate() {
+        assert_eq!(batch.row(i), row.as_slice(), "row {i}");
+    }
 }
