@@ -251,6 +251,17 @@ fn a_long_output_moves_with_its_window() {
         })
     );
     assert!(m.accept_token(d).is_ok());
+    // The counters run across the move: 100 `c` and two `d` tokens (byte
+    // runs are no tokens), two steps rolled back, no mask yet.
+    let stats = m.stats();
+    assert_eq!(
+        (stats.tokens_accepted, stats.rollbacks, stats.masks),
+        (102, 2, 0)
+    );
+    m.fill_bitmask(&mut vec![0; vocab.mask_words()]);
+    assert_eq!(m.stats().masks, 1);
+    m.reset();
+    assert_eq!(m.stats().tokens_accepted, 0);
 }
 
 /// A stop token accepted on earley is replayed onto the table (the
