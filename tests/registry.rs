@@ -45,6 +45,8 @@ fn builtin_backends_are_listed() {
     assert!(names.contains(&"none".to_string()), "{names:?}");
     #[cfg(feature = "regex-fsm")]
     assert!(names.contains(&"regex-fsm".to_string()), "{names:?}");
+    #[cfg(feature = "auto")]
+    assert!(names.contains(&"auto".to_string()), "{names:?}");
 }
 
 #[test]
