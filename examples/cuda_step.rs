@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let usage = "usage: cuda_step TOKENIZER.json SCHEMA.json [BACKEND] [STEPS]";
     let tokenizer = args.next().ok_or(usage)?;
     let schema_path = args.next().ok_or(usage)?;
-    let backend_name = args.next().unwrap_or_else(|| "earley".into());
+    let backend_name = args.next().unwrap_or_else(|| "auto".into());
     let steps: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(256);
 
     let vocab: Arc<Vocabulary> =

@@ -22,8 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // 2. A backend (by name, from the registry) and a compiled constraint.
-    let backend =
-        tokensieve::create_backend("regex-fsm", &BackendConfig::default(), vocab.clone())?;
+    let backend = tokensieve::create_backend("auto", &BackendConfig::default(), vocab.clone())?;
     let schema = r#"{"type": "object",
         "properties": {"name": {"type": "string", "maxLength": 8},
                        "age": {"type": "integer", "minimum": 0, "maximum": 120}},

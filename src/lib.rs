@@ -12,6 +12,7 @@
 //! |---|---|---|
 //! | `regex-fsm` | yes | Outlines-style backend (`regex-fsm`, alias `outlines`): regex, choice, JSON Schema without recursion, regular grammars |
 //! | `earley` | yes | context-free backend (`earley`): JSON Schema (recursive too), any GBNF grammar, `json_object`, regex, choice |
+//! | `auto` | yes | the hybrid (`auto`): earley's first mask at once, regex-fsm's table built in the background where the language is regular (turns on `regex-fsm` and `earley`) |
 //! | `reasoner` | yes | unconstrained thinking before a think-end token |
 //! | `cuda` | no | `tokensieve::cuda` mask device (cudarc, loads the driver at run time) |
 //! | `wgpu` | no | `tokensieve::wgpu` mask device (any WebGPU adapter) |
@@ -45,7 +46,10 @@
 pub use tokensieve_core::*;
 
 pub mod bench_protocol;
+mod takers;
 
+#[cfg(feature = "auto")]
+pub use tokensieve_auto as auto;
 #[cfg(feature = "cuda")]
 pub use tokensieve_cuda as cuda;
 #[cfg(feature = "earley")]
@@ -64,6 +68,8 @@ use std::sync::Arc;
 fn link_backends() {
     #[cfg(feature = "regex-fsm")]
     std::hint::black_box(tokensieve_regex_fsm::BACKEND_NAME);
+    #[cfg(feature = "auto")]
+    std::hint::black_box(tokensieve_auto::BACKEND_NAME);
 }
 
 /// Every registered backend (run-time registrations first).
@@ -76,14 +82,46 @@ pub fn available_backends() -> Vec<BackendInfo> {
 /// `config.think_end_token` is set, the backend is wrapped in the reasoner:
 /// unconstrained while thinking, constrained after the think-end token.
 /// Either way it is guarded ([`GuardedBackend`]): a panic inside it is an
-/// error of that compile or a sticky error of that matcher.
+/// error of that compile or a sticky error of that matcher. A constraint it
+/// refuses as unsupported (or past one of its limits) is a
+/// [`GrammarError::TakenElsewhere`] naming the registered backends that
+/// compile it, when some do (found by compiling it with each, only then).
 pub fn create_backend(
     name: &str,
     config: &BackendConfig,
     vocab: Arc<Vocabulary>,
 ) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
     link_backends();
-    let inner = tokensieve_core::instantiate_backend(name, config, vocab)?;
+    let inner: Arc<dyn GrammarBackend> = Arc::new(takers::NamesTakers {
+        inner: tokensieve_core::instantiate_backend(name, config, vocab)?,
+        config: BackendConfig {
+            max_rollback: config.max_rollback,
+            ..BackendConfig::default()
+        },
+    });
+    wrap(inner, config)
+}
+
+/// [`create_backend`] whose refusals name no other backend: for benchmarks,
+/// where the time of a compile that fails must be that backend's alone
+/// (naming the others compiles the constraint with each of them).
+pub fn create_backend_alone(
+    name: &str,
+    config: &BackendConfig,
+    vocab: Arc<Vocabulary>,
+) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
+    link_backends();
+    wrap(
+        tokensieve_core::instantiate_backend(name, config, vocab)?,
+        config,
+    )
+}
+
+/// The reasoner (when the config names a think-end token) and the guard.
+fn wrap(
+    inner: Arc<dyn GrammarBackend>,
+    config: &BackendConfig,
+) -> Result<Arc<dyn GrammarBackend>, GrammarError> {
     let backend: Arc<dyn GrammarBackend> = match &config.think_end_token {
         None => inner,
         #[cfg(feature = "reasoner")]

@@ -1,7 +1,8 @@
 //! The workspace's layering, checked from `cargo metadata` and the crates'
 //! own `lib.rs`: arrows point down only (core <- automata <- grammar <-
 //! json-schema <- backends <- facade <- front ends), backends and devices
-//! never depend on one another, and every library crate's manual names each
+//! never depend on one another (but the `auto` backend, built on the two
+//! engines, on those two only), and every library crate's manual names each
 //! of its public modules.
 
 use std::collections::BTreeMap;
@@ -21,8 +22,11 @@ fn layer(package: &str) -> Option<u32> {
         // Backends and devices: one layer, never depending on each other.
         "tokensieve-regex-fsm" | "tokensieve-earley" | "tokensieve-reasoner" => 4,
         "tokensieve-cuda" | "tokensieve-wgpu" => 4,
-        "tokensieve" => 5,
-        "tokensieve-cli" | "tokensieve-python" | "tokensieve-example-custom-backend" => 6,
+        // A backend made of the two engines (earley at once, regex-fsm's
+        // table once built): above them, below the facade.
+        "tokensieve-auto" => 5,
+        "tokensieve" => 6,
+        "tokensieve-cli" | "tokensieve-python" | "tokensieve-example-custom-backend" => 7,
         _ => return None,
     })
 }
@@ -94,6 +98,33 @@ fn every_package_has_a_layer_and_depends_only_downward() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The one backend built on others: `auto` depends on earley and regex-fsm
+/// (whose root APIs it uses), on no device and on no other backend.
+#[test]
+fn the_auto_backend_depends_on_the_two_engines_and_no_device() {
+    let packages = workspace_packages();
+    let (_, deps) = &packages["tokensieve-auto"];
+    let shipped: Vec<&str> = deps
+        .iter()
+        .filter(|(_, kind)| kind != "dev")
+        .map(|(d, _)| d.as_str())
+        .collect();
+    for engine in ["tokensieve-earley", "tokensieve-regex-fsm"] {
+        assert!(
+            shipped.contains(&engine),
+            "auto is built on {engine}: {shipped:?}"
+        );
+    }
+    for other in [
+        "tokensieve-reasoner",
+        "tokensieve-cuda",
+        "tokensieve-wgpu",
+        "tokensieve",
+    ] {
+        assert!(!shipped.contains(&other), "auto depends on {other}");
+    }
 }
 
 #[test]

@@ -45,6 +45,8 @@ fn builtin_backends_are_listed() {
     assert!(names.contains(&"none".to_string()), "{names:?}");
     #[cfg(feature = "regex-fsm")]
     assert!(names.contains(&"regex-fsm".to_string()), "{names:?}");
+    #[cfg(feature = "auto")]
+    assert!(names.contains(&"auto".to_string()), "{names:?}");
 }
 
 #[test]
@@ -108,4 +110,69 @@ fn think_end_token_wraps_in_the_reasoner() {
         ..Default::default()
     };
     assert!(create_backend(THIRD_PARTY, &bad, vocab).is_err());
+}
+
+/// A backend refusing a constraint as unsupported names the registered
+/// backends that compile it; a syntax error names none, and `none` (which
+/// takes everything by allowing everything) is never named.
+#[cfg(all(feature = "regex-fsm", feature = "earley", feature = "auto"))]
+#[test]
+fn a_refusal_names_the_backends_that_take_the_constraint() {
+    let vocab = Arc::new(fixtures::json_tiny());
+    let config = BackendConfig::default();
+    let regex = create_backend("regex-fsm", &config, vocab.clone()).unwrap();
+    let recursive = Constraint::json_schema(
+        r##"{"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"}"##,
+    );
+    let e = regex.compile(&recursive).err().unwrap();
+    let GrammarError::TakenElsewhere { error, takers } = &e else {
+        panic!("{e:?}");
+    };
+    assert!(
+        matches!(**error, GrammarError::Unsupported { .. }),
+        "{error:?}"
+    );
+    assert!(takers.contains(&"earley".to_string()), "{takers:?}");
+    assert!(takers.contains(&"auto".to_string()), "{takers:?}");
+    assert!(
+        !takers.iter().any(|t| t == "none" || t == "regex-fsm"),
+        "{takers:?}"
+    );
+    let text = e.to_string();
+    assert!(text.starts_with(&error.to_string()), "{text}");
+    assert!(
+        text.contains("`earley`") && text.contains("backends take it"),
+        "{text}"
+    );
+    assert!(matches!(e.refusal(), GrammarError::Unsupported { .. }));
+
+    // The other way: earley refuses an indented `json_object`, which
+    // regex-fsm writes out to a bounded depth.
+    let indented = Constraint::with_options(
+        tokensieve::ConstraintSpec::JsonObject,
+        tokensieve::SpecOptions {
+            whitespace: tokensieve::Whitespace::Fixed {
+                item_separator: ",".into(),
+                key_separator: ": ".into(),
+                indent: Some(2),
+            },
+            strict: false,
+            max_depth: Some(2),
+        },
+    );
+    let earley = create_backend("earley", &config, vocab.clone()).unwrap();
+    let e = earley.compile(&indented).err().unwrap();
+    assert!(
+        matches!(&e, GrammarError::TakenElsewhere { takers, .. } if takers == &["regex-fsm".to_string()]),
+        "{e}"
+    );
+
+    // Alone (for benchmarks): the refusal itself, nothing else compiled.
+    let alone = tokensieve::create_backend_alone("regex-fsm", &config, vocab.clone()).unwrap();
+    let e = alone.compile(&recursive).err().unwrap();
+    assert!(matches!(e, GrammarError::Unsupported { .. }), "{e:?}");
+
+    // A syntax error is the user's to fix: no backend named.
+    let e = regex.compile(&Constraint::regex("(a")).err().unwrap();
+    assert!(matches!(e, GrammarError::InvalidRegex { .. }), "{e:?}");
 }

@@ -86,6 +86,18 @@ pub fn make_backend(
     tokensieve::create_backend(name, config, vocab).map_err(BadInput::from)
 }
 
+/// [`make_backend`] for the benchmarks: a compile error is the named
+/// backend's alone (its time too), no other backend is tried to name those
+/// that take the constraint.
+pub fn make_bench_backend(
+    name: &str,
+    config: &BackendConfig,
+    tok: &HfTokenizer,
+) -> Result<Arc<dyn GrammarBackend>, BadInput> {
+    let vocab = Arc::new(tok.vocabulary().clone());
+    tokensieve::create_backend_alone(name, config, vocab).map_err(BadInput::from)
+}
+
 /// `n` and a noun, singular for one: "1 token", "3 tokens".
 pub fn count(n: usize, noun: &str) -> String {
     if n == 1 {

@@ -35,7 +35,7 @@ pub fn model_dir() -> PathBuf {
 #[command(group(clap::ArgGroup::new("spec").required(true).args(["schema", "json", "regex", "choice", "grammar", "structural_tag"])))]
 pub struct GenerateArgs {
     /// Backend name (see `tokensieve backends`).
-    #[arg(long, default_value = "regex-fsm")]
+    #[arg(long, default_value = "auto")]
     pub backend: String,
     /// A JSON Schema file (the output is checked against it with the
     /// `jsonschema` crate before exit: 0 valid, 1 not).

@@ -9,7 +9,7 @@ use tokensieve::{Constraint, ConstraintSpec, SpecOptions, Whitespace};
 #[command(group(clap::ArgGroup::new("spec").required(true).args(["schema", "json", "regex", "choice", "grammar", "structural_tag"])))]
 pub struct MaskArgs {
     /// Backend name (see `tokensieve backends`).
-    #[arg(long)]
+    #[arg(long, default_value = "auto")]
     pub backend: String,
     /// A Hugging Face tokenizer.json, or a GGUF model file (its tokenizer).
     #[arg(long)]

@@ -320,6 +320,18 @@ fn regular_grammars_run_on_the_regex_backend() {
     let o = walk(&nested, "[x]");
     assert_bad_input(&o, "rule `root`");
     assert!(stderr(&o).contains("line 1"), "{}", stderr(&o));
+    // ... naming the backends that take it; the default one walks it.
+    assert!(stderr(&o).contains("`auto`"), "{}", stderr(&o));
+    let o = run(&[
+        "mask",
+        "--tokenizer",
+        &tok,
+        "--grammar",
+        &nested,
+        "--text",
+        "[x]",
+    ]);
+    assert_eq!(code(&o), 0, "stderr: {}", stderr(&o));
 }
 
 #[test]

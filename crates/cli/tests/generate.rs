@@ -172,11 +172,21 @@ fn a_spec_the_backend_refuses_is_bad_input() {
     std::fs::write(&grammar, "root ::= \"[\" root \"]\" | \"x\"\n").unwrap();
     let m = model.display().to_string();
     let o = run(
-        &["--model", &m, "--grammar", grammar.to_str().unwrap(), "hi"],
+        &[
+            "--model",
+            &m,
+            "--backend",
+            "regex-fsm",
+            "--grammar",
+            grammar.to_str().unwrap(),
+            "hi",
+        ],
         None,
     );
     let e = one_error_line(&o);
     assert!(e.contains("root"), "{e}");
+    // ... and names the backends that take it (the default among them).
+    assert!(e.contains("`auto`") && e.contains("`earley`"), "{e}");
 }
 
 #[test]

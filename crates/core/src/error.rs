@@ -89,9 +89,48 @@ pub enum GrammarError {
     /// A backend panicked while compiling; the panic was caught.
     #[error("backend panicked: {0}")]
     Panic(String),
+    /// The backend asked for refused the constraint (`error`: unsupported,
+    /// or past one of its limits) and the registered backends named in
+    /// `takers` compile it (`tokensieve::create_backend` adds this).
+    #[error("{error}; {}", takers_text(takers))]
+    TakenElsewhere {
+        error: Box<GrammarError>,
+        takers: Vec<String>,
+    },
+}
+
+/// "the `earley` backend takes it", "the `earley` and `auto` backends take it".
+fn takers_text(takers: &[String]) -> String {
+    let names: Vec<String> = takers.iter().map(|t| format!("`{t}`")).collect();
+    match names.as_slice() {
+        [] => "no other backend takes it".to_string(),
+        [one] => format!("the {one} backend takes it"),
+        [init @ .., last] => format!("the {} and {last} backends take it", init.join(", ")),
+    }
 }
 
 impl GrammarError {
+    /// The error itself, without the backends a
+    /// [`GrammarError::TakenElsewhere`] names: what to match on.
+    pub fn refusal(&self) -> &GrammarError {
+        match self {
+            GrammarError::TakenElsewhere { error, .. } => error.refusal(),
+            other => other,
+        }
+    }
+
+    /// Whether another backend may take what this error refuses: the
+    /// constraint is well formed, but unsupported here or past a limit
+    /// (not a syntax error, not a vocabulary or configuration problem).
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.refusal(),
+            GrammarError::Unsupported { .. }
+                | GrammarError::UnsupportedSpec { .. }
+                | GrammarError::LimitExceeded { .. }
+        )
+    }
+
     /// Shorthand for [`GrammarError::Unsupported`] at a JSON pointer.
     pub fn unsupported_at(pointer: impl Into<String>, what: impl Into<String>) -> Self {
         GrammarError::Unsupported {

@@ -318,6 +318,41 @@ impl EarleyBackend {
 }
 
 impl EarleyBackend {
+    /// The language this backend serves for `constraint`, as one regex
+    /// (whole-output match), when that language is regular; `Ok(None)` when
+    /// it is not (recursion, values of any depth, extra members of a JSON
+    /// object with any value). The same lowering as
+    /// [`compile`](GrammarBackend::compile), so a regex engine built from
+    /// it (the `auto` backend's regex-fsm table) accepts exactly the
+    /// outputs this backend's matchers accept. Costs one lowering (a
+    /// fraction of a compile); its errors are the lowering's (a regex
+    /// comes back as given: compiling it is what checks it).
+    pub fn regular_regex(&self, constraint: &Constraint) -> Result<Option<String>, GrammarError> {
+        let grammar = match &constraint.spec {
+            ConstraintSpec::Regex(pattern) => return Ok(Some(pattern.clone())),
+            ConstraintSpec::Choice(choices) => return choice_regex(choices).map(Some),
+            ConstraintSpec::JsonSchema(schema) => {
+                let lowered = json_schema::schema_to_grammar(
+                    schema,
+                    &constraint.options,
+                    self.config.max_whitespace,
+                    &schema_limits(false),
+                )?;
+                // No rule: the root regex is the whole language.
+                return Ok(lowered.rules.is_empty().then_some(lowered.root));
+            }
+            ConstraintSpec::Ebnf { grammar, root } => Grammar::from_gbnf(grammar, root)?,
+            ConstraintSpec::JsonObject => {
+                builtin_json(&constraint.options, self.config.max_whitespace)?
+            }
+            ConstraintSpec::StructuralTag(tag) => self.structural_tag(tag, &constraint.options)?,
+        };
+        // A grammar the solver cannot write as one regex (recursion in the
+        // middle of a rule, a regex past its length limit) is not regular
+        // as far as a regex engine is concerned.
+        Ok(grammar.to_regex(&RegularLimits::default()).ok())
+    }
+
     /// A JSON Schema through the front end's context-free lowering:
     /// recursion and values of any depth become rules.
     fn schema_grammar(&self, schema: &str, options: &SpecOptions) -> Result<Grammar, GrammarError> {
@@ -617,6 +652,38 @@ mod tests {
             let accepted = m.accept_bytes(text.as_bytes()).is_ok() && m.is_accepting();
             assert_eq!(accepted, ok, "{len} characters");
         }
+    }
+
+    /// The regex of the language served, where it is regular: a regex as
+    /// is, a closed schema as regex-fsm's own lowering writes it (no rule
+    /// in the context-free lowering), and `None` for recursion, any-depth
+    /// values and a schema's open objects.
+    #[test]
+    fn the_regular_regex_is_the_language_served_when_regular() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let backend = EarleyBackend::new(vocab, EarleyConfig::default());
+        let regex = |c: &Constraint| backend.regular_regex(c).unwrap();
+        assert_eq!(regex(&Constraint::regex("a+b")), Some("a+b".to_string()));
+        let closed = r#"{"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false}"#;
+        assert_eq!(
+            regex(&Constraint::json_schema(closed)),
+            Some(json_schema::schema_to_regex(closed, &SpecOptions::default(), 20).unwrap())
+        );
+        let open = r#"{"type": "object", "properties": {"a": {"type": "integer"}}}"#;
+        assert_eq!(regex(&Constraint::json_schema(open)), None);
+        assert_eq!(
+            regex(&Constraint::ebnf(r#"root ::= "[" root* "]""#, "root")),
+            None
+        );
+        assert!(regex(&Constraint::ebnf(r#"root ::= "a" root | "b""#, "root")).is_some());
+        assert_eq!(regex(&Constraint::new(ConstraintSpec::JsonObject)), None);
+        // A regex is checked by its compile, not here; a schema by its lowering.
+        assert!(backend.regular_regex(&Constraint::regex("(")).is_ok());
+        assert!(
+            backend
+                .regular_regex(&Constraint::json_schema("{"))
+                .is_err()
+        );
     }
 
     /// How many of a grammar's lexemes have their automaton made.

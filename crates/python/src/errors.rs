@@ -16,8 +16,11 @@ fn grammar_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     GRAMMAR_ERROR.import(py, "tokensieve._errors", "GrammarError")
 }
 
+/// The kind of the refusal itself: a [`GrammarError::TakenElsewhere`] (the
+/// facade naming the backends that take the constraint) is of its cause's
+/// kind, and its message names them.
 fn kind_of(e: &GrammarError) -> &'static str {
-    match e {
+    match e.refusal() {
         GrammarError::Unsupported { .. } => "unsupported",
         GrammarError::UnsupportedSpec { .. } => "unsupported_spec",
         GrammarError::InvalidSchema { .. } => "invalid_schema",
@@ -36,7 +39,7 @@ fn kind_of(e: &GrammarError) -> &'static str {
 }
 
 fn location_of(e: &GrammarError) -> Option<&Location> {
-    match e {
+    match e.refusal() {
         GrammarError::Unsupported { location, .. }
         | GrammarError::InvalidSchema { location, .. }
         | GrammarError::InvalidRegex { location, .. }

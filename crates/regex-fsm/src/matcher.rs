@@ -58,6 +58,14 @@ impl RegexMatcher {
         self.state
     }
 
+    /// Forgets all but the last `keep` steps kept for rollback: a matcher
+    /// rebuilt by replaying an output (the `auto` backend's move onto a
+    /// table) keeps only the window the matcher it replaces had.
+    pub fn forget_rollback_beyond(&mut self, keep: usize) {
+        let extra = self.history.len().saturating_sub(keep);
+        self.history.drain(..extra);
+    }
+
     fn push_history(&mut self) {
         let max = self.grammar.max_rollback;
         if max == 0 {

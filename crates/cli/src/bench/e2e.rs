@@ -23,7 +23,7 @@ use tokensieve::{Constraint, ConstraintSpec, SpecOptions, Whitespace};
 #[derive(Args)]
 pub struct E2eArgs {
     /// The constrained backend to measure.
-    #[arg(long, default_value = "regex-fsm")]
+    #[arg(long, default_value = "auto")]
     pub backend: String,
     /// A GGUF model (default: the one scripts/fetch-model.sh fetches).
     #[arg(long)]

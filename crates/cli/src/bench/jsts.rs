@@ -183,7 +183,7 @@ pub fn run(args: &JstsArgs) -> anyhow::Result<u8> {
         .collect::<Result<Vec<_>, _>>()?;
     let tok = common::load_tokenizer(&args.tokenizer)?;
     let backend =
-        common::make_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
+        common::make_bench_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
     let vocab = backend.vocabulary().clone();
     let mut row = vec![0u32; vocab.mask_words()];
     let timeout = Duration::from_millis(args.compile_timeout_ms);

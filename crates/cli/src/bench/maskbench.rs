@@ -76,7 +76,7 @@ pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
     let files = collect_json_files(&args.inputs)?;
     let tok = common::load_tokenizer(&args.tokenizer)?;
     let backend =
-        common::make_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
+        common::make_bench_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
     // Every file is parsed before the first compile, so a malformed file
     // stops the run before hours are spent.
     let loaded = files

@@ -79,7 +79,7 @@ fn emit(out: &mut impl Write, v: &Value) -> anyhow::Result<()> {
 pub fn run(args: &PacksArgs) -> anyhow::Result<u8> {
     let tok = common::load_tokenizer(&args.tokenizer)?;
     let backend =
-        common::make_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
+        common::make_bench_backend(&args.backend, &common::backend_config(&args.options)?, &tok)?;
     // Checked before `ready`: a malformed pack is bad input, not a crash.
     let packs = args
         .packs
