@@ -33,6 +33,7 @@ use libmimalloc_sys::{
 // its constants there lack the purge delay): declared here.
 unsafe extern "C" {
     fn mi_option_set(option: c_int, value: c_long);
+    fn mi_collect(force: bool);
     #[cfg(test)]
     fn mi_option_get(option: c_int) -> c_long;
 }
@@ -72,6 +73,20 @@ pub fn keep_memory() {
     // kernel without it the call fails and nothing changes.
     unsafe {
         prctl(PR_SET_THP_DISABLE, 1 as std::ffi::c_ulong, 0, 0, 0);
+    }
+}
+
+/// Undoes [`keep_memory`]'s first half for a run that measures memory in
+/// use (`bench soak`): freed memory goes back to the OS at once from now
+/// on, and what is free now goes back now, so resident memory follows what
+/// the process holds rather than the most it ever held.
+#[allow(dead_code)] // the CLI's soak is its only caller
+pub fn return_memory() {
+    // SAFETY: an option index of mimalloc 3 and a value it documents, and
+    // mimalloc's own collection, safe to call from any thread at any time.
+    unsafe {
+        mi_option_set(MI_OPTION_PURGE_DELAY, 0);
+        mi_collect(true);
     }
 }
 

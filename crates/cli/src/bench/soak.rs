@@ -196,6 +196,8 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<u8> {
         vocab: backend.vocabulary(),
         outcomes: &outcomes,
     };
+    #[cfg(feature = "mimalloc")]
+    crate::alloc::return_memory();
     let baseline = memory().0;
     let started = Instant::now();
     let mut total = Tally::default();
@@ -235,6 +237,8 @@ pub fn run(args: &SoakArgs) -> anyhow::Result<u8> {
             total.merge(t);
         }
         cache.clear();
+        #[cfg(feature = "mimalloc")]
+        crate::alloc::return_memory();
         let rss = memory().0;
         eprintln!(
             "round {}: {} requests, resident {:.1} MiB",
@@ -448,9 +452,10 @@ fn serve(shared: &Shared<'_>, seed: u64, bitmask: &mut TokenBitmask, tally: &mut
 }
 
 /// Whether resident memory keeps growing from round to round. Freed
-/// memory stays with the process (the allocator keeps it) and the
-/// process-wide caches (lexemes, walks, summaries) fill up to their byte
-/// limits over the first rounds, so memory does grow, but less and less: a
+/// memory is given back to the OS before each reading, but pages the
+/// allocator still uses in part stay, and the process-wide caches
+/// (lexemes, walks, summaries) fill up to their byte limits over the first
+/// rounds, so memory does grow, but less and less: a
 /// leak grows by the same amount every round, since every round does the
 /// same work. Growing: the last third of the rounds still adds more than
 /// 4 MiB a round and more than a third of what the first third added.
