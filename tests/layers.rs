@@ -23,6 +23,8 @@ fn layer(package: &str) -> Option<u32> {
         "tokensieve-cuda" | "tokensieve-wgpu" => 4,
         "tokensieve" => 5,
         "tokensieve-cli" | "tokensieve-python" | "tokensieve-example-custom-backend" => 6,
+        // Fuzz target bodies: the backends called directly, on top of all.
+        "tokensieve-fuzz" => 6,
         _ => return None,
     })
 }
