@@ -199,7 +199,15 @@ mod tests {
     #[test]
     fn prefixes_of_sentences_and_only_those() {
         let g = Grammar::from_gbnf(r#"root ::= "(" root ")" | "é" | """#, "root").unwrap();
-        for yes in [&b""[..], b"(", b"((", b"(()", b"(\xC3", b"(\xC3\xA9)", b"()"] {
+        for yes in [
+            &b""[..],
+            b"(",
+            b"((",
+            b"(()",
+            b"(\xC3",
+            b"(\xC3\xA9)",
+            b"()",
+        ] {
             assert!(g.accepts_prefix(yes), "{yes:?}");
         }
         for no in [&b")"[..], b"())", b"(\xA9", b"\xC3(", b"x"] {
