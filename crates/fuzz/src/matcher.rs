@@ -84,9 +84,22 @@ struct Oracle {
     /// them; the matchers keep the last `max_rollback`).
     history: Vec<(usize, bool)>,
     prefixes: HashMap<Vec<u8>, bool>,
+    /// The bytes that may follow the text, by text.
+    next: HashMap<Vec<u8>, Option<[bool; 256]>>,
 }
 
 impl Oracle {
+    /// Whether `text` followed by `byte` may go on: one chart per text
+    /// answers all 256 bytes (most tokens of a mask are single bytes).
+    fn next_byte(&mut self, text: &[u8], byte: u8) -> bool {
+        let grammar = &self.grammar;
+        let next = self
+            .next
+            .entry(text.to_vec())
+            .or_insert_with(|| grammar.next_bytes(text));
+        next.is_some_and(|n| n[byte as usize])
+    }
+
     fn is_prefix(&mut self, text: &[u8]) -> bool {
         if let Some(&v) = self.prefixes.get(text) {
             return v;
@@ -98,9 +111,20 @@ impl Oracle {
 
     /// Whether the current text followed by `more` may go on.
     fn takes(&mut self, more: &[u8]) -> bool {
-        let mut t = self.text.clone();
-        t.extend_from_slice(more);
-        !self.terminated && self.is_prefix(&t)
+        if self.terminated {
+            return false;
+        }
+        let text = self.text.clone();
+        match more {
+            [] => self.is_prefix(&text),
+            [first, ..] if !self.next_byte(&text, *first) => false,
+            [_] => true,
+            _ => {
+                let mut t = text;
+                t.extend_from_slice(more);
+                self.is_prefix(&t)
+            }
+        }
     }
 
     fn accepting(&self) -> bool {
@@ -410,6 +434,7 @@ pub fn matcher(data: &[u8]) {
             terminated: false,
             history: Vec::new(),
             prefixes: HashMap::new(),
+            next: HashMap::new(),
         },
         last_mask: vec![0; vocabulary().mask_words()],
     };

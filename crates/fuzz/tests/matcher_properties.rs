@@ -35,7 +35,7 @@ fn every_grammar_on_both_backends_agrees_with_the_recognizer() {
 
 #[test]
 fn random_grammars_on_both_backends_agree_with_the_recognizer() {
-    let mut r = SplitMix64(0x52_414E_44);
+    let mut r = SplitMix64(0x5241_4E44);
     for _ in 0..60 {
         matcher(&sequence(GRAMMARS.len(), &mut r));
     }

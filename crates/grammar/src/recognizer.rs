@@ -130,6 +130,26 @@ impl Grammar {
     }
 }
 
+impl Grammar {
+    /// The bytes that may follow `input` in a sentence (`None` when `input`
+    /// is not a prefix of one): one chart for all 256 bytes, where
+    /// [`accepts_prefix`](Self::accepts_prefix) would take one each. Sound
+    /// for the same reason.
+    pub fn next_bytes(&self, input: &[u8]) -> Option<[bool; 256]> {
+        let g = ByteGrammar::new(self);
+        let sets = chart(&g, self.root().index(), input)?;
+        let mut next = [false; 256];
+        for item in &sets[input.len()].items {
+            if let Some(ByteSymbol::Byte(range)) = g.rules[item.rule][item.alt].get(item.dot) {
+                for b in range.start..=range.end {
+                    next[b as usize] = true;
+                }
+            }
+        }
+        Some(next)
+    }
+}
+
 /// The Earley sets of `input` from `root`, or `None` once a byte leaves
 /// the next set empty (no sentence starts with the input so far).
 fn chart(g: &ByteGrammar, root: usize, input: &[u8]) -> Option<Vec<EarleySet>> {
@@ -214,5 +234,15 @@ mod tests {
             assert!(!g.accepts_prefix(no), "{no:?}");
         }
         assert!(g.accepts(b"(())") && !g.accepts(b"(("));
+        for text in [&b""[..], b"(", b"(\xC3", b"()", b")", b"(\xC3\xA9)"] {
+            let next = g.next_bytes(text);
+            assert_eq!(next.is_some(), g.accepts_prefix(text), "{text:?}");
+            for b in 0..=255u8 {
+                let mut more = text.to_vec();
+                more.push(b);
+                let expected = g.accepts_prefix(&more);
+                assert_eq!(next.is_some_and(|n| n[b as usize]), expected, "{more:?}");
+            }
+        }
     }
 }
