@@ -27,6 +27,8 @@ fn layer(package: &str) -> Option<u32> {
         "tokensieve-auto" => 5,
         "tokensieve" => 6,
         "tokensieve-cli" | "tokensieve-python" | "tokensieve-example-custom-backend" => 7,
+        // Fuzz target bodies: the backends called directly, on top of all.
+        "tokensieve-fuzz" => 7,
         _ => return None,
     })
 }

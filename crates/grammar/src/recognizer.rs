@@ -110,64 +110,139 @@ impl Grammar {
     pub fn accepts(&self, input: &[u8]) -> bool {
         let g = ByteGrammar::new(self);
         let root = self.root().index();
-        let mut sets: Vec<EarleySet> = (0..=input.len()).map(|_| EarleySet::default()).collect();
-        for alt in 0..g.rules[root].len() {
-            sets[0].add(Item {
-                rule: root,
-                alt,
-                dot: 0,
-                origin: 0,
-            });
-        }
-        for i in 0..=input.len() {
-            let mut k = 0;
-            while k < sets[i].items.len() {
-                let item = sets[i].items[k];
-                k += 1;
-                let seq = &g.rules[item.rule][item.alt];
-                match seq.get(item.dot) {
-                    None => {
-                        let waiting: Vec<Item> = sets[item.origin]
-                            .items
-                            .iter()
-                            .filter(|p| {
-                                matches!(
-                                    g.rules[p.rule][p.alt].get(p.dot),
-                                    Some(ByteSymbol::Rule(r)) if *r == item.rule
-                                )
-                            })
-                            .copied()
-                            .collect();
-                        for parent in waiting {
-                            sets[i].add(parent.advance());
-                        }
-                    }
-                    Some(&ByteSymbol::Rule(r)) => {
-                        for alt in 0..g.rules[r].len() {
-                            sets[i].add(Item {
-                                rule: r,
-                                alt,
-                                dot: 0,
-                                origin: i,
-                            });
-                        }
-                        if g.nullable[r] {
-                            sets[i].add(item.advance());
-                        }
-                    }
-                    Some(&ByteSymbol::Byte(range)) => {
-                        if i < input.len() && range.contains(input[i]) {
-                            sets[i + 1].add(item.advance());
-                        }
-                    }
-                }
-            }
-            if i < input.len() && sets[i + 1].items.is_empty() {
-                return false;
-            }
-        }
+        let Some(sets) = chart(&g, root, input) else {
+            return false;
+        };
         sets[input.len()].items.iter().any(|item| {
             item.rule == root && item.origin == 0 && item.dot == g.rules[root][item.alt].len()
         })
+    }
+
+    /// Whether `input` is a prefix of some sentence of the grammar (a
+    /// sentence itself included): the text a matcher may have accepted so
+    /// far. Sound because every rule of a grammar can finish (the GBNF
+    /// parser rejects those that cannot), so an Earley set that is not
+    /// empty after the last byte always leads to a sentence. The same
+    /// oracle as [`accepts`](Self::accepts), just as slow.
+    pub fn accepts_prefix(&self, input: &[u8]) -> bool {
+        let g = ByteGrammar::new(self);
+        chart(&g, self.root().index(), input).is_some()
+    }
+}
+
+impl Grammar {
+    /// The bytes that may follow `input` in a sentence (`None` when `input`
+    /// is not a prefix of one): one chart for all 256 bytes, where
+    /// [`accepts_prefix`](Self::accepts_prefix) would take one each. Sound
+    /// for the same reason.
+    pub fn next_bytes(&self, input: &[u8]) -> Option<[bool; 256]> {
+        let g = ByteGrammar::new(self);
+        let sets = chart(&g, self.root().index(), input)?;
+        let mut next = [false; 256];
+        for item in &sets[input.len()].items {
+            if let Some(ByteSymbol::Byte(range)) = g.rules[item.rule][item.alt].get(item.dot) {
+                for b in range.start..=range.end {
+                    next[b as usize] = true;
+                }
+            }
+        }
+        Some(next)
+    }
+}
+
+/// The Earley sets of `input` from `root`, or `None` once a byte leaves
+/// the next set empty (no sentence starts with the input so far).
+fn chart(g: &ByteGrammar, root: usize, input: &[u8]) -> Option<Vec<EarleySet>> {
+    let mut sets: Vec<EarleySet> = (0..=input.len()).map(|_| EarleySet::default()).collect();
+    for alt in 0..g.rules[root].len() {
+        sets[0].add(Item {
+            rule: root,
+            alt,
+            dot: 0,
+            origin: 0,
+        });
+    }
+    for i in 0..=input.len() {
+        let mut k = 0;
+        while k < sets[i].items.len() {
+            let item = sets[i].items[k];
+            k += 1;
+            let seq = &g.rules[item.rule][item.alt];
+            match seq.get(item.dot) {
+                None => {
+                    let waiting: Vec<Item> = sets[item.origin]
+                        .items
+                        .iter()
+                        .filter(|p| {
+                            matches!(
+                                g.rules[p.rule][p.alt].get(p.dot),
+                                Some(ByteSymbol::Rule(r)) if *r == item.rule
+                            )
+                        })
+                        .copied()
+                        .collect();
+                    for parent in waiting {
+                        sets[i].add(parent.advance());
+                    }
+                }
+                Some(&ByteSymbol::Rule(r)) => {
+                    for alt in 0..g.rules[r].len() {
+                        sets[i].add(Item {
+                            rule: r,
+                            alt,
+                            dot: 0,
+                            origin: i,
+                        });
+                    }
+                    if g.nullable[r] {
+                        sets[i].add(item.advance());
+                    }
+                }
+                Some(&ByteSymbol::Byte(range)) => {
+                    if i < input.len() && range.contains(input[i]) {
+                        sets[i + 1].add(item.advance());
+                    }
+                }
+            }
+        }
+        if i < input.len() && sets[i + 1].items.is_empty() {
+            return None;
+        }
+    }
+    Some(sets)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Grammar;
+
+    #[test]
+    fn prefixes_of_sentences_and_only_those() {
+        let g = Grammar::from_gbnf(r#"root ::= "(" root ")" | "é" | """#, "root").unwrap();
+        for yes in [
+            &b""[..],
+            b"(",
+            b"((",
+            b"(()",
+            b"(\xC3",
+            b"(\xC3\xA9)",
+            b"()",
+        ] {
+            assert!(g.accepts_prefix(yes), "{yes:?}");
+        }
+        for no in [&b")"[..], b"())", b"(\xA9", b"\xC3(", b"x"] {
+            assert!(!g.accepts_prefix(no), "{no:?}");
+        }
+        assert!(g.accepts(b"(())") && !g.accepts(b"(("));
+        for text in [&b""[..], b"(", b"(\xC3", b"()", b")", b"(\xC3\xA9)"] {
+            let next = g.next_bytes(text);
+            assert_eq!(next.is_some(), g.accepts_prefix(text), "{text:?}");
+            for b in 0..=255u8 {
+                let mut more = text.to_vec();
+                more.push(b);
+                let expected = g.accepts_prefix(&more);
+                assert_eq!(next.is_some_and(|n| n[b as usize]), expected, "{more:?}");
+            }
+        }
     }
 }
