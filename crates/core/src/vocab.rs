@@ -97,11 +97,19 @@ impl Vocabulary {
             location: Location::LineColumn { line, column: 1 },
             message: format!("{origin}: {message}"),
         };
+        // Ids are ranks, dense in real files: one far past the number of
+        // tokens named would make a slot for every id below it (a one-line
+        // file could ask for 16 million), so it is refused.
+        let named = text.lines().filter(|l| !l.trim().is_empty()).count() + specials.len();
+        let most = (2 * named + 4096).min(1 << 24);
         let mut tokens: Vec<Option<(Vec<u8>, bool)>> = Vec::new();
         let mut put = |id: u32, entry: (Vec<u8>, bool), line: usize| -> Result<(), GrammarError> {
             let i = id as usize;
-            if i >= 1 << 24 {
-                return Err(err(line, format!("token id {id} is implausibly large")));
+            if i >= most {
+                return Err(err(
+                    line,
+                    format!("token id {id} is implausibly large for {named} tokens"),
+                ));
             }
             if tokens.len() <= i {
                 tokens.resize(i + 1, None);
@@ -495,6 +503,13 @@ mod tests {
         assert!(v.is_special(4));
         let v = v.with_stop_tokens(&[4]).unwrap();
         assert_eq!(v.stop_tokens(), &[4]);
+        // An id far past the tokens named would be millions of empty slots.
+        let e = Vocabulary::from_tiktoken("IQ== 16777215", &[], "t.tiktoken").unwrap_err();
+        assert!(
+            e.to_string().contains("implausibly large for 1 tokens"),
+            "{e}"
+        );
+        assert!(Vocabulary::from_tiktoken("IQ== 4096", &[], "t.tiktoken").is_ok());
         for bad in ["IQ==", "!!! 0", "IQ== x", "IQ== 0\nIQ== 0"] {
             let e = Vocabulary::from_tiktoken(bad, &[], "t.tiktoken").unwrap_err();
             assert!(e.to_string().contains("t.tiktoken"), "{e}");
