@@ -146,7 +146,8 @@ fn known() -> Vec<Known> {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| {
-            let (entry, why) = l.split_once('#').unwrap_or((l, ""));
+            // Ids hold `#` (`jsts/items.json#3`): the reason follows ` #`.
+            let (entry, why) = l.split_once(" #").unwrap_or((l, ""));
             let entry = entry.trim();
             let (id, rest) = entry.split_once(' ').unwrap_or((entry, ""));
             let rest = rest.trim();

@@ -870,7 +870,7 @@ impl<'s> Generator<'s> {
             let wrong: Vec<&str> = TYPES
                 .iter()
                 .copied()
-                .filter(|t| !types.contains(t) && !(*t == "integer" && types.contains(&"number")))
+                .filter(|t| !(types.contains(t) || (*t == "integer" && types.contains(&"number"))))
                 .collect();
             if !wrong.is_empty() {
                 let t = *self.rng.pick(&wrong);
@@ -878,13 +878,17 @@ impl<'s> Generator<'s> {
             }
         }
         if let Some(c) = m.get("const") {
-            out.push((neighbour(c), at("const neighbour".into())));
+            for (k, v) in neighbours(c).into_iter().enumerate() {
+                out.push((v, at(format!("const neighbour {k}"))));
+            }
         }
         if let Some(Value::Array(values)) = m.get("enum")
             && !values.is_empty()
         {
             let v = self.rng.pick(values).clone();
-            out.push((neighbour(&v), at("enum neighbour".into())));
+            for (k, n) in neighbours(&v).into_iter().enumerate() {
+                out.push((n, at(format!("enum neighbour {k}"))));
+            }
         }
         match value {
             Value::String(s) => self.string_misses(&m, s, &at, out),
@@ -918,6 +922,21 @@ impl<'s> Generator<'s> {
                 at("maxLength+1".into()),
             ));
             out.push((Value::String(self.fit(&chars, max)), at("maxLength".into())));
+            // Characters that take an escape or several UTF-8 bytes still
+            // count one each.
+            let wide: Vec<char> = ['é', '\n', '😀', '"', '日']
+                .into_iter()
+                .cycle()
+                .take(max as usize + 1)
+                .collect();
+            out.push((
+                Value::String(wide[..max as usize].iter().collect()),
+                at("maxLength, wide characters".into()),
+            ));
+            out.push((
+                Value::String(wide.iter().collect()),
+                at("maxLength+1, wide characters".into()),
+            ));
         }
         let broken = m.contains_key("pattern") || m.contains_key("format");
         if broken {
@@ -926,9 +945,14 @@ impl<'s> Generator<'s> {
             } else {
                 "format"
             };
-            for edit in ["replace", "delete", "insert"] {
+            for edit in ["replace", "delete", "insert", "insert", "insert"] {
                 let mut c = chars.clone();
-                let k = self.rng.below(c.len() as u64 + 1) as usize;
+                let k = match self.rng.below(3) {
+                    // At the ends, where an anchor decides.
+                    0 => 0,
+                    1 => c.len().saturating_sub(usize::from(edit != "insert")),
+                    _ => self.rng.below(c.len() as u64 + 1) as usize,
+                };
                 let replacement = *self.rng.pick(&['x', '0', '-', ' ', 'Z', '.', 'é']);
                 match edit {
                     "replace" if k < c.len() => c[k] = replacement,
@@ -982,6 +1006,38 @@ impl<'s> Generator<'s> {
         bound("exclusiveMinimum", num("exclusiveMinimum"), eps, "+ε");
         bound("exclusiveMaximum", num("exclusiveMaximum"), 0.0, "");
         bound("exclusiveMaximum", num("exclusiveMaximum"), -eps, "-ε");
+        if !integer {
+            // Past the bound in the seventh decimal, and in the twelfth.
+            for tiny in [1e-7, 1e-12] {
+                let scale = |x: f64| tiny * x.abs().max(1.0);
+                if let Some(x) = num("minimum") {
+                    out.push((number_value(x - scale(x)), at(format!("minimum-{tiny:e}"))));
+                }
+                if let Some(x) = num("maximum") {
+                    out.push((number_value(x + scale(x)), at(format!("maximum+{tiny:e}"))));
+                }
+                if let Some(x) = num("exclusiveMinimum") {
+                    out.push((
+                        number_value(x - scale(x)),
+                        at(format!("exclusiveMinimum-{tiny:e}")),
+                    ));
+                }
+                if let Some(x) = num("exclusiveMaximum") {
+                    out.push((
+                        number_value(x + scale(x)),
+                        at(format!("exclusiveMaximum+{tiny:e}")),
+                    ));
+                }
+            }
+        }
+        // Zero written `-0.0`: equal to 0 for every bound.
+        if ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]
+            .iter()
+            .any(|k| num(k) == Some(0.0))
+            && let Some(z) = Number::from_f64(-0.0)
+        {
+            out.push((Value::Number(z), at("-0.0".into())));
+        }
         let x = n.as_f64().unwrap_or(0.0);
         if let Some(step) = num("multipleOf")
             && step > 0.0
@@ -1036,6 +1092,17 @@ impl<'s> Generator<'s> {
             let mut v = items.to_vec();
             v.push(first.clone());
             out.push((Value::Array(v), at("uniqueItems duplicate".into())));
+            // The same number spelled `1.0`: equal in JSON Schema.
+            if let Some(n) = first.as_i64()
+                && let Some(f) = Number::from_f64(n as f64)
+            {
+                let mut v = items.to_vec();
+                v.push(Value::Number(f));
+                out.push((
+                    Value::Array(v),
+                    at("uniqueItems duplicate as a float".into()),
+                ));
+            }
         }
         if matches!(rest, Some(Value::Bool(false))) && !prefix.is_empty() {
             let mut v = items.to_vec();
@@ -1090,6 +1157,22 @@ impl<'s> Generator<'s> {
             let mut v = members.clone();
             v.insert(format!("{name}x"), Value::from(1));
             out.push((Value::Object(v), at(format!("extra member {name}x"))));
+        }
+        // A member whose key matched a `patternProperties` pattern, its key
+        // changed by one character (an extra member where none are allowed).
+        if let Some(Value::Object(pp)) = m.get("patternProperties")
+            && let Some(pattern) = pp.keys().next()
+            && let Some(key) = self.pattern_string(pattern)
+        {
+            let mut v = members.clone();
+            let mut c: Vec<char> = key.chars().collect();
+            let k = self.rng.below(c.len() as u64 + 1) as usize;
+            c.insert(k, '~');
+            v.insert(c.into_iter().collect(), Value::from(1));
+            out.push((
+                Value::Object(v),
+                at("extra member, a pattern key broken".into()),
+            ));
         }
         if let Some(max) = m.get("maxProperties").and_then(Value::as_u64) {
             let mut v = members.clone();
@@ -1259,6 +1342,44 @@ fn typed_value(t: &str) -> Value {
             Value::Object(m)
         }
     }
+}
+
+/// Values one step from `v`: [`neighbour`], and for a string the string
+/// one character shorter and one longer, for an array one item shorter,
+/// for an object one member fewer and its first member's value changed.
+fn neighbours(v: &Value) -> Vec<Value> {
+    let mut out = vec![neighbour(v)];
+    match v {
+        Value::String(s) => {
+            let mut c: Vec<char> = s.chars().collect();
+            c.push('a');
+            out.push(Value::String(c.iter().collect()));
+            c.pop();
+            if c.pop().is_some() {
+                out.push(Value::String(c.into_iter().collect()));
+            }
+        }
+        Value::Array(a) if !a.is_empty() => {
+            out.push(Value::Array(a[..a.len() - 1].to_vec()));
+            let mut b = a.clone();
+            b[0] = neighbour(&a[0]);
+            out.push(Value::Array(b));
+        }
+        Value::Object(m) if !m.is_empty() => {
+            let mut fewer = m.clone();
+            if let Some(first) = m.keys().next() {
+                fewer.shift_remove(first);
+            }
+            out.push(Value::Object(fewer));
+            let mut changed = m.clone();
+            if let Some((_, first)) = changed.iter_mut().next() {
+                *first = neighbour(first);
+            }
+            out.push(Value::Object(changed));
+        }
+        _ => {}
+    }
+    out
 }
 
 /// A value one step from `v`: a string with its last character changed

@@ -10,7 +10,7 @@
 //! accepted instance's tokens did not walk through the masks; 0 otherwise
 //! (a valid instance refused is a measurement); 2 for bad input.
 
-use super::inputs::collect_json_files;
+use super::inputs::json_files_in;
 use super::progress::Progress;
 use crate::common::{self, BadInput};
 use clap::Args;
@@ -112,7 +112,19 @@ impl Tally {
 /// `jsts` groups as `file#group`.
 fn load_schemas(inputs: &[String]) -> Result<Vec<(&'static str, String, Value)>, BadInput> {
     let mut out = Vec::new();
-    for path in collect_json_files(inputs)? {
+    // Not de-duplicated by file name: the suite's drafts share their names.
+    let mut files = Vec::new();
+    for input in inputs {
+        let path = Path::new(input);
+        if path.is_dir() {
+            files.extend(json_files_in(path)?);
+        } else if path.is_file() {
+            files.push(path.to_path_buf());
+        } else {
+            return Err(BadInput(format!("no such file or directory: {input}")));
+        }
+    }
+    for path in files {
         let shown = path.display().to_string();
         let text = common::read_file("input", &shown)?;
         let v: Value =
@@ -135,7 +147,12 @@ fn load_schemas(inputs: &[String]) -> Result<Vec<(&'static str, String, Value)>,
                     {
                         m.insert("$schema".into(), draft.into());
                     }
-                    out.push(("jsts", format!("{name}#{g}"), schema));
+                    let dir = path
+                        .parent()
+                        .and_then(Path::file_name)
+                        .map(|d| d.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    out.push(("jsts", format!("{dir}/{name}#{g}"), schema));
                 }
             }
             Value::Object(m) if m.contains_key("schema") => {
@@ -353,7 +370,28 @@ mod tests {
         .unwrap();
         let all = load_schemas(&[dir.path().display().to_string()]).unwrap();
         let ids: Vec<_> = all.iter().map(|(s, id, _)| format!("{s}:{id}")).collect();
-        assert_eq!(ids, ["maskbench:a.json", "jsts:b.json#0", "jsts:b.json#1"]);
+        let dir_name = dir.path().file_name().unwrap().to_string_lossy();
+        assert_eq!(
+            ids,
+            [
+                "maskbench:a.json".to_string(),
+                format!("jsts:{dir_name}/b.json#0"),
+                format!("jsts:{dir_name}/b.json#1")
+            ]
+        );
+        // A test-suite file of an older draft gets its `$schema`.
+        let draft7 = dir.path().join("draft7");
+        std::fs::create_dir(&draft7).unwrap();
+        std::fs::write(
+            draft7.join("b.json"),
+            r#"[{"schema": {"items": [true]}, "tests": []}]"#,
+        )
+        .unwrap();
+        let all = load_schemas(&[draft7.display().to_string()]).unwrap();
+        assert_eq!(
+            all[0].2["$schema"],
+            "http://json-schema.org/draft-07/schema#"
+        );
         std::fs::write(&mb, "3").unwrap();
         let err = load_schemas(&[mb.display().to_string()]).unwrap_err();
         assert!(err.0.contains("neither"), "{err}");
