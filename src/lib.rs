@@ -22,6 +22,10 @@
 //! [`bench_protocol`] is the MaskBench timing protocol every benchmark
 //! runner shares (compile on a worker thread with a timeout, walk a test's
 //! tokens, time each mask).
+//! [`instances`] (from `tokensieve-json-schema`) builds valid and near-miss
+//! instances of a JSON Schema from its keywords, and [`instance_check`]
+//! feeds them through a compiled grammar and compares its verdicts with a
+//! validator's: a test any backend (yours too) can run.
 //!
 //! ## The loop
 //!
@@ -46,6 +50,8 @@
 pub use tokensieve_core::*;
 
 pub mod bench_protocol;
+pub mod instance_check;
+pub use tokensieve_json_schema::instances;
 mod takers;
 
 #[cfg(feature = "auto")]

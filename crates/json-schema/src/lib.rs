@@ -44,6 +44,16 @@
 //! `uniqueItems: true` (unless at most one item, or over small sets of
 //! constants) and `$dynamicRef` are errors.
 //!
+//! # Testing a decoder against the schema
+//!
+//! [`instances`] builds valid and near-miss JSON values from a schema's own
+//! keywords (not from this crate's lowering of it), deterministic from a
+//! seed: values meant to be valid, and each changed at one of the schema's
+//! boundaries (a length or count one past its bound, a number just outside
+//! its range, a required member left out, an extra member, a wrong type, an
+//! `enum` neighbour, a pattern broken by one character). A validator judges
+//! them; a decoder's verdict on their text must agree with it.
+//!
 //! # Decisions where the specification leaves room
 //!
 //! * **Extra properties.** `additionalProperties` absent or `true` means "any
@@ -77,6 +87,7 @@
 
 mod ecma;
 mod format;
+pub mod instances;
 mod layout;
 mod lower;
 mod numeric;

@@ -5,7 +5,7 @@
 
 use super::LoweringLimits;
 use super::layout::{Layout, key_text};
-use super::resources::Resources;
+use super::resources::{Resources, ref_hides_id};
 use super::rx::{self, Lang};
 use hashbrown::HashMap;
 use serde_json::{Map, Value};
@@ -1344,7 +1344,9 @@ impl<'a> Lowerer<'a> {
             let id = ["$id", "id"]
                 .iter()
                 .find_map(|k| node.get(*k).and_then(Value::as_str));
-            if id.is_some_and(|id| !id.starts_with('#')) {
+            // In draft 7 and older an `$id` beside a `$ref` is ignored.
+            let hidden = node.get("$ref").is_some() && ref_hides_id(self.root);
+            if id.is_some_and(|id| !id.starts_with('#')) && !hidden {
                 found = Some((node, at.clone()));
             }
         }

@@ -20,6 +20,18 @@ use super::lower::push_pointer_token;
 /// resource or an anchor.
 const DATA_KEYWORDS: [&str; 4] = ["enum", "const", "default", "examples"];
 
+/// Whether `root` declares draft 7 or older, where every keyword beside a
+/// `$ref` is ignored, `$id` included.
+pub(crate) fn ref_hides_id(root: &Value) -> bool {
+    root.get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| {
+            ["draft-03", "draft-04", "draft-06", "draft-07"]
+                .iter()
+                .any(|d| s.contains(d))
+        })
+}
+
 /// The resources and anchors of one document.
 #[derive(Debug)]
 pub(crate) struct Resources {
@@ -31,6 +43,10 @@ pub(crate) struct Resources {
     by_pointer: HashMap<String, usize>,
     /// (resource, anchor name) → the pointer of the sub-schema it names.
     anchors: HashMap<(usize, String), String>,
+    /// Whether the document is draft 7 or older, where every keyword beside
+    /// a `$ref` is ignored, `$id` included: such an `$id` neither names a
+    /// resource nor changes the base its `$ref` resolves against.
+    ref_hides_id: bool,
 }
 
 impl Resources {
@@ -43,6 +59,7 @@ impl Resources {
             by_uri: HashMap::new(),
             by_pointer: HashMap::new(),
             anchors: HashMap::new(),
+            ref_hides_id: ref_hides_id(root),
         };
         let mut ptr = String::new();
         index.walk(root, &mut ptr, 0)?;
@@ -65,9 +82,11 @@ impl Resources {
         match v {
             Value::Object(map) => {
                 let mut here = resource;
+                let hidden = self.ref_hides_id && map.contains_key("$ref");
                 let id = ["$id", "id"]
                     .iter()
-                    .find_map(|k| map.get(*k).and_then(Value::as_str));
+                    .find_map(|k| map.get(*k).and_then(Value::as_str))
+                    .filter(|_| !hidden);
                 if let Some(id) = id {
                     let (uri, fragment) = id.split_once('#').unwrap_or((id, ""));
                     if !uri.is_empty() && ptr.is_empty() {

@@ -2283,6 +2283,25 @@ fn a_fragment_inside_an_embedded_resource_is_the_resources() {
     assert!(r.is_match(r#"{"inner":1}"#) && !r.is_match(r#"{"inner":"s"}"#));
 }
 
+/// In draft 7 and older every keyword beside a `$ref` is ignored, `$id`
+/// included: the `$ref` resolves against the enclosing base (here to the
+/// number), not against the sibling `$id` (which would name the string and
+/// accept `"a"`, an invalid instance). From the JSON-Schema-Test-Suite's
+/// draft 7 `ref.json`, as the instance generator found it.
+#[test]
+fn a_sibling_id_of_a_ref_is_ignored_in_draft_7() {
+    let schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": "http://localhost:1234/sibling_id/base/",
+        "definitions": {
+            "foo": {"$id": "http://localhost:1234/sibling_id/foo.json", "type": "string"},
+            "base_foo": {"$id": "foo.json", "type": "number"}
+        },
+        "allOf": [{"$id": "http://localhost:1234/sibling_id/", "$ref": "foo.json"}]
+    });
+    check_both(schema, &["1", "2.5"], &[r#""a""#, r#""text""#]);
+}
+
 /// Asked to leave an object's other keys unwritten (for a backend that
 /// builds them from their names), the lowering makes their verbatim rule
 /// of the names and a stand-in text; the rule's regex, written when asked

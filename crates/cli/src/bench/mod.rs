@@ -1,6 +1,7 @@
 //! `tokensieve bench`: MaskBench runs (direct and pack mode, the contract in
 //! `../shared/bench/CONTRACT.md`), their report, and the
-//! JSON-Schema-Test-Suite as mask walks; `e2e`, a real model with
+//! JSON-Schema-Test-Suite as mask walks; `instances`, generated instances
+//! judged by a validator; `e2e`, a real model with
 //! constraints and jump-forward on and off.
 //!
 //! Every run here walks tokens with [`tokensieve::bench_protocol`], the one
@@ -10,6 +11,7 @@
 #[cfg(feature = "generate")]
 mod e2e;
 mod inputs;
+mod instances;
 mod jsts;
 mod maskbench;
 mod packs;
@@ -34,6 +36,9 @@ pub enum BenchCommand {
     /// The engine under load: threads sharing a grammar cache, batches,
     /// cancelled and timed-out compiles; tails, errors and memory.
     Soak(soak::SoakArgs),
+    /// Generated valid and near-miss instances of each schema through the
+    /// backends, judged by the `jsonschema` crate: counts per class.
+    Instances(instances::InstancesArgs),
     /// A real model end to end: constraints off / on, jump-forward off / on.
     #[cfg(feature = "generate")]
     E2e(e2e::E2eArgs),
@@ -46,6 +51,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<u8> {
         BenchCommand::Report(args) => report::run(&args),
         BenchCommand::Jsts(args) => jsts::run(&args),
         BenchCommand::Soak(args) => soak::run(&args),
+        BenchCommand::Instances(args) => instances::run(&args),
         #[cfg(feature = "generate")]
         BenchCommand::E2e(args) => e2e::run(&args),
     }
