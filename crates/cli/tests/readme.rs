@@ -17,11 +17,12 @@ macro_rules! report {
 }
 
 /// The pages whose command lines are checked (the Python pages show Python).
-const PAGES: [&str; 4] = [
+const PAGES: [&str; 5] = [
     "README.md",
     "docs/benchmarks.md",
     "docs/engines.md",
     "docs/gpu.md",
+    "docs/reliability.md",
 ];
 
 /// The brief's ceiling: past it the README is a log again, not a product page.
