@@ -12,7 +12,9 @@ use tokensieve_core::{
 /// A backend whose refusals say which other backends take the constraint.
 /// Costs nothing until a refusal; then one compile with each other
 /// registered backend that supports the kind (`none`, which takes
-/// everything by allowing everything, is never named).
+/// everything by allowing everything, is never named), each under its own
+/// counted budgets and the caller's cancel token: a refused compile costs
+/// at most one bounded compile per registered backend.
 pub(crate) struct NamesTakers {
     pub inner: Arc<dyn GrammarBackend>,
     /// The config the others are made with: the same rollback window, none
@@ -42,7 +44,12 @@ impl NamesTakers {
             })
     }
 
-    fn explain(&self, constraint: &Constraint, error: GrammarError) -> GrammarError {
+    fn explain(
+        &self,
+        constraint: &Constraint,
+        error: GrammarError,
+        cancel: &CancelToken,
+    ) -> GrammarError {
         if !error.is_refusal() {
             return error;
         }
@@ -51,7 +58,9 @@ impl NamesTakers {
         for (name, other) in self.others() {
             // Guarded: a panic of theirs is a no, not ours.
             if other.supported_kinds().contains(&kind)
-                && GuardedBackend(other).compile(constraint).is_ok()
+                && GuardedBackend(other)
+                    .compile_cancellable(constraint, cancel)
+                    .is_ok()
             {
                 takers.push(name);
             }
@@ -83,7 +92,7 @@ impl GrammarBackend for NamesTakers {
     fn compile(&self, constraint: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
         self.inner
             .compile(constraint)
-            .map_err(|e| self.explain(constraint, e))
+            .map_err(|e| self.explain(constraint, e, &CancelToken::new()))
     }
 
     fn compile_cancellable(
@@ -93,7 +102,7 @@ impl GrammarBackend for NamesTakers {
     ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
         self.inner
             .compile_cancellable(constraint, cancel)
-            .map_err(|e| self.explain(constraint, e))
+            .map_err(|e| self.explain(constraint, e, cancel))
     }
 
     /// A kind this backend does not take at all: the others that take the

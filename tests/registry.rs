@@ -176,3 +176,61 @@ fn a_refusal_names_the_backends_that_take_the_constraint() {
     let e = regex.compile(&Constraint::regex("(a")).err().unwrap();
     assert!(matches!(e, GrammarError::InvalidRegex { .. }), "{e:?}");
 }
+
+/// Naming the takers of a refused constraint compiles it with every other
+/// backend: under the caller's cancel token, so a request cancelled while
+/// its compile is refused costs no further compile. A backend that
+/// refuses one marked regex, cancelling the caller's token as it does
+/// (as a serving engine would when the request is aborted meanwhile).
+#[cfg(feature = "earley")]
+#[test]
+fn takers_are_asked_under_the_callers_cancel_token() {
+    use tokensieve::{CancelToken, CompiledGrammar, ConstraintSpec, GrammarBackend, SpecKind};
+    const MARKED: &str = "cancelled-while-refused-[0-9]";
+    struct CancelsAndRefuses(Arc<tokensieve::Vocabulary>);
+    impl GrammarBackend for CancelsAndRefuses {
+        fn name(&self) -> &str {
+            "cancels-and-refuses"
+        }
+        fn supported_kinds(&self) -> &[SpecKind] {
+            &[SpecKind::Regex]
+        }
+        fn vocabulary(&self) -> &Arc<tokensieve::Vocabulary> {
+            &self.0
+        }
+        fn compile(&self, c: &Constraint) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+            self.compile_cancellable(c, &CancelToken::new())
+        }
+        fn compile_cancellable(
+            &self,
+            c: &Constraint,
+            cancel: &CancelToken,
+        ) -> Result<Arc<dyn CompiledGrammar>, GrammarError> {
+            if matches!(&c.spec, ConstraintSpec::Regex(p) if p == MARKED) {
+                cancel.cancel();
+            }
+            Err(GrammarError::Unsupported {
+                location: tokensieve::Location::None,
+                what: "anything".into(),
+            })
+        }
+    }
+    register_backend("cancels-and-refuses", "test", |_, v| {
+        Ok(Arc::new(CancelsAndRefuses(v)))
+    });
+    let vocab = Arc::new(fixtures::json_tiny());
+    let b = create_backend("cancels-and-refuses", &BackendConfig::default(), vocab).unwrap();
+    let marked = Constraint::regex(MARKED);
+    // Its own token, not the caller's: earley is asked and named.
+    let e = b.compile(&marked).err().unwrap();
+    assert!(
+        matches!(&e, GrammarError::TakenElsewhere { takers, .. } if takers.iter().any(|t| t == "earley")),
+        "{e:?}"
+    );
+    // The caller's token, cancelled by the refusal: nobody else compiles.
+    let e = b
+        .compile_cancellable(&marked, &CancelToken::new())
+        .err()
+        .unwrap();
+    assert!(matches!(e, GrammarError::Unsupported { .. }), "{e:?}");
+}

@@ -118,6 +118,9 @@ impl AutoConfig {
             max_dfa_states: self.table_max_dfa_states,
             max_index_bytes: self.table_max_index_bytes,
             max_whitespace: self.earley.max_whitespace,
+            nfa_size_limit: self.earley.nfa_size_limit,
+            dfa_size_limit: self.earley.dfa_size_limit,
+            determinize_size_limit: self.earley.determinize_size_limit,
             parallel_build: false,
             ..RegexFsmConfig::default()
         }

@@ -556,6 +556,7 @@ mod tests {
         DfaLimits {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
+            determinize_size_limit: 32 << 20,
             max_dfa_states: 10_000,
             minimize: true,
         }

@@ -43,6 +43,12 @@ const NOT_FORCED: u16 = 256;
 pub struct DfaLimits {
     pub nfa_size_limit: usize,
     pub dfa_size_limit: usize,
+    /// Heap bytes the determinizer may use for the NFA state sets behind
+    /// the DFA's states (regex-automata's `determinize_size_limit`): their
+    /// size, summed over the states made, is the work of determinization,
+    /// where the DFA's own size is not (`.{0,1000}{4}` makes few states,
+    /// each a set of thousands), so this is the knob that bounds its time.
+    pub determinize_size_limit: usize,
     pub max_dfa_states: usize,
     pub minimize: bool,
 }
@@ -486,16 +492,12 @@ impl ByteDfa {
                     .accelerate(false)
                     .specialize_start_states(false)
                     .dfa_size_limit(Some(limits.dfa_size_limit))
-                    .determinize_size_limit(Some(limits.dfa_size_limit)),
+                    .determinize_size_limit(Some(limits.determinize_size_limit)),
             )
             .build_from_nfa(&nfa)
             .map_err(|e| {
                 if e.is_size_limit_exceeded() {
-                    GrammarError::LimitExceeded {
-                        what: "the regex's DFA (heap bytes)".into(),
-                        limit: limits.dfa_size_limit,
-                        knob: "dfa_size_limit".into(),
-                    }
+                    size_limit_error(&e, limits)
                 } else {
                     GrammarError::Unsupported {
                         location: Location::None,
@@ -1143,6 +1145,25 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// The error for a DFA build that ran into one of its two heap limits,
+/// naming the one it was: regex-automata tells them apart only in its
+/// message (`DeterminizeExceededSizeLimit` is not public).
+fn size_limit_error(e: &dense::BuildError, limits: &DfaLimits) -> GrammarError {
+    if e.to_string().starts_with("determinization exceeded") {
+        GrammarError::LimitExceeded {
+            what: "the regex's determinization (heap bytes of the NFA state sets behind its DFA states)".into(),
+            limit: limits.determinize_size_limit,
+            knob: "determinize_size_limit".into(),
+        }
+    } else {
+        GrammarError::LimitExceeded {
+            what: "the regex's DFA (heap bytes)".into(),
+            limit: limits.dfa_size_limit,
+            knob: "dfa_size_limit".into(),
+        }
+    }
+}
+
 /// regex-automata's Thompson NFA of `hir` (no captures), within
 /// `nfa_size_limit` heap bytes, for its DFA builder.
 fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, GrammarError> {
@@ -1181,6 +1202,38 @@ fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, Gramma
 pub(crate) mod tests {
     use super::*;
 
+    /// Each of the determinizer's two heap limits is reported under its
+    /// own knob: a few states that each hold hundreds of NFA states fill
+    /// the sets first, many small states fill the table first.
+    #[test]
+    fn the_two_heap_limits_are_told_apart() {
+        let roomy = DfaLimits {
+            nfa_size_limit: 10 << 20,
+            dfa_size_limit: 32 << 20,
+            determinize_size_limit: 32 << 20,
+            max_dfa_states: 1 << 20,
+            minimize: true,
+        };
+        let knob = |pattern: &str, limits: &DfaLimits| match ByteDfa::build(pattern, limits) {
+            Err(GrammarError::LimitExceeded { knob, .. }) => knob,
+            Ok(_) => panic!("{pattern}: compiled"),
+            Err(e) => panic!("{pattern}: {e}"),
+        };
+        let few_sets = DfaLimits {
+            determinize_size_limit: 64 << 10,
+            ..roomy
+        };
+        assert_eq!(knob("a{0,2000}", &few_sets), "determinize_size_limit");
+        assert!(ByteDfa::build("a{0,2000}", &roomy).is_ok());
+        let small_table = DfaLimits {
+            dfa_size_limit: 64 << 10,
+            ..roomy
+        };
+        let pairs = "(ab|cd|ef|gh|ij|kl|mn|op){0,1000}";
+        assert_eq!(knob(pairs, &small_table), "dfa_size_limit");
+        assert!(ByteDfa::build(pairs, &roomy).is_ok());
+    }
+
     /// The end marker changes only how fast the DFA is built: marked and
     /// unmarked, every pattern gives the same minimized table.
     #[test]
@@ -1188,6 +1241,7 @@ pub(crate) mod tests {
         let limits = DfaLimits {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
+            determinize_size_limit: 32 << 20,
             max_dfa_states: 50_000,
             minimize: true,
         };
@@ -1311,6 +1365,7 @@ pub(crate) mod tests {
         DfaLimits {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
+            determinize_size_limit: 32 << 20,
             max_dfa_states: 50_000,
             minimize: true,
         }

@@ -51,6 +51,7 @@
 //! let limits = DfaLimits {
 //!     nfa_size_limit: 1 << 20,
 //!     dfa_size_limit: 1 << 20,
+//!     determinize_size_limit: 1 << 20,
 //!     max_dfa_states: 1_000,
 //!     minimize: true,
 //! };

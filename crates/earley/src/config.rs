@@ -33,6 +33,10 @@ pub struct EarleyConfig {
     pub nfa_size_limit: usize,
     /// DFA heap bytes while determinizing one lexeme. Default 32 MiB.
     pub dfa_size_limit: usize,
+    /// Heap bytes of the NFA state sets while determinizing one lexeme or a
+    /// whole `regex` constraint: the work of determinization, as in
+    /// regex-fsm. Default 16 MiB (at most about 1.4 s here).
+    pub determinize_size_limit: usize,
     /// Most Earley items in the set after one byte. A grammar that is
     /// ambiguous enough to exceed it poisons the matcher. Default 20,000.
     pub max_items: usize,
@@ -92,6 +96,7 @@ impl Default for EarleyConfig {
             max_dfa_states: 50_000,
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
+            determinize_size_limit: 16 << 20,
             max_items: 20_000,
             max_step_work: 20_000_000,
             mask_cache_bytes: 64 << 20,
@@ -107,13 +112,14 @@ impl Default for EarleyConfig {
 impl EarleyConfig {
     /// The names of the knobs [`EarleyConfig::from_backend_config`] reads
     /// from `options`.
-    pub const OPTIONS: [&'static str; 14] = [
+    pub const OPTIONS: [&'static str; 15] = [
         "max_lexeme_states",
         "max_total_lexeme_states",
         "max_lexeme_regex_len",
         "max_dfa_states",
         "nfa_size_limit",
         "dfa_size_limit",
+        "determinize_size_limit",
         "max_items",
         "max_step_work",
         "mask_cache_bytes",
@@ -138,6 +144,8 @@ impl EarleyConfig {
             max_dfa_states: config.option("max_dfa_states", d.max_dfa_states)?,
             nfa_size_limit: config.option("nfa_size_limit", d.nfa_size_limit)?,
             dfa_size_limit: config.option("dfa_size_limit", d.dfa_size_limit)?,
+            determinize_size_limit: config
+                .option("determinize_size_limit", d.determinize_size_limit)?,
             max_items: config.option("max_items", d.max_items)?,
             max_step_work: config.option("max_step_work", d.max_step_work)?,
             mask_cache_bytes: config.option("mask_cache_bytes", d.mask_cache_bytes)?,
@@ -176,6 +184,9 @@ impl EarleyConfig {
         DfaLimits {
             nfa_size_limit: self.nfa_size_limit,
             dfa_size_limit: self.dfa_size_limit.min(max_states.saturating_mul(1 << 10)),
+            determinize_size_limit: self
+                .determinize_size_limit
+                .min(max_states.saturating_mul(1 << 10)),
             max_dfa_states: max_states,
             minimize: true,
         }
@@ -187,6 +198,7 @@ impl EarleyConfig {
         DfaLimits {
             nfa_size_limit: self.nfa_size_limit,
             dfa_size_limit: self.dfa_size_limit,
+            determinize_size_limit: self.determinize_size_limit,
             max_dfa_states: self.max_dfa_states,
             minimize: false,
         }

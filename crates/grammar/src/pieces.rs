@@ -1639,6 +1639,7 @@ mod tests {
             counted: Some(DfaLimits {
                 nfa_size_limit: 1 << 20,
                 dfa_size_limit: 1 << 20,
+                determinize_size_limit: 1 << 20,
                 max_dfa_states: 1000,
                 minimize: false,
             }),

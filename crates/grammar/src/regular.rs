@@ -1305,6 +1305,7 @@ mod tests {
                 let limits = tokensieve_automata::DfaLimits {
                     nfa_size_limit: 10 << 20,
                     dfa_size_limit: 32 << 20,
+                    determinize_size_limit: 32 << 20,
                     max_dfa_states: 50_000,
                     minimize: true,
                 };

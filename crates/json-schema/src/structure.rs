@@ -1314,6 +1314,7 @@ impl<'a> Lowerer<'a> {
         let limits = tokensieve_automata::dfa::DfaLimits {
             nfa_size_limit: 1 << 20,
             dfa_size_limit: 1 << 20,
+            determinize_size_limit: 1 << 20,
             max_dfa_states: 4_096,
             minimize: false,
         };
@@ -2227,6 +2228,7 @@ mod tests {
         let limits = tokensieve_automata::dfa::DfaLimits {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
+            determinize_size_limit: 32 << 20,
             max_dfa_states: 50_000,
             minimize: false,
         };

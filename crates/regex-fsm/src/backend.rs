@@ -159,6 +159,7 @@ impl RegexFsmBackend {
             &DfaLimits {
                 nfa_size_limit: c.nfa_size_limit,
                 dfa_size_limit: c.dfa_size_limit,
+                determinize_size_limit: c.determinize_size_limit,
                 max_dfa_states: c.max_dfa_states,
                 minimize: c.minimize,
             },

@@ -31,10 +31,15 @@ pub struct RegexFsmConfig {
     /// 10 MiB (the `regex` crate's default). Bounds huge counted repetitions
     /// such as `(a|b){1000}{1000}` before any time is spent determinizing.
     pub nfa_size_limit: usize,
-    /// Heap bytes the dense DFA (and, separately, the determinizer's scratch
-    /// space) may use. Default 32 MiB; determinization runs at roughly
-    /// 10–50 MiB/s, so the default bounds DFA construction to about a second.
+    /// Heap bytes the dense DFA may use. Default 32 MiB.
     pub dfa_size_limit: usize,
+    /// Heap bytes the determinizer may use for the NFA state sets behind
+    /// the DFA's states: their total size is the work of determinization
+    /// (a DFA of few states, each a set of thousands of NFA states, costs
+    /// seconds in a small table). Default 16 MiB, reached in 0.4–1.4 s on
+    /// this 2-core machine by the slowest regexes fuzzing found
+    /// (`.{0,1000}{4}`, `x{0,10010}`); at 32 MiB they took up to 2.7 s.
+    pub determinize_size_limit: usize,
     /// Heap bytes the token index (distinct mask rows + per-state row ids)
     /// may use. Default 512 MiB. A dense row costs `vocab_size / 8` bytes
     /// (16 KiB for Llama 3); rows are deduplicated across states and stored
@@ -67,7 +72,7 @@ pub struct RegexFsmConfig {
     /// DFA's states times the part of the vocabulary each walk reaches: a
     /// small DFA whose states each take much of the vocabulary, such as
     /// `([a-z ]{0,200}[.!?]){0,40}`, needs 456 million). Determinization,
-    /// before it, is bounded by `nfa_size_limit` and `dfa_size_limit`.
+    /// before it, is bounded by `determinize_size_limit`.
     pub max_compile_work: u64,
 }
 
@@ -78,6 +83,7 @@ impl Default for RegexFsmConfig {
             max_dfa_states: 50_000,
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
+            determinize_size_limit: 16 << 20,
             max_index_bytes: 512 << 20,
             minimize: true,
             max_whitespace: 20,
@@ -91,10 +97,11 @@ impl Default for RegexFsmConfig {
 impl RegexFsmConfig {
     /// The names of the knobs [`RegexFsmConfig::from_backend_config`] reads
     /// from `options`.
-    pub const OPTIONS: [&'static str; 9] = [
+    pub const OPTIONS: [&'static str; 10] = [
         "max_dfa_states",
         "nfa_size_limit",
         "dfa_size_limit",
+        "determinize_size_limit",
         "max_index_bytes",
         "minimize",
         "max_whitespace",
@@ -116,6 +123,8 @@ impl RegexFsmConfig {
             max_dfa_states: config.option("max_dfa_states", d.max_dfa_states)?,
             nfa_size_limit: config.option("nfa_size_limit", d.nfa_size_limit)?,
             dfa_size_limit: config.option("dfa_size_limit", d.dfa_size_limit)?,
+            determinize_size_limit: config
+                .option("determinize_size_limit", d.determinize_size_limit)?,
             max_index_bytes: config.option("max_index_bytes", d.max_index_bytes)?,
             minimize: config.option("minimize", d.minimize)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,

@@ -1098,6 +1098,7 @@ mod tests {
             &DfaLimits {
                 nfa_size_limit: 10 << 20,
                 dfa_size_limit: 32 << 20,
+                determinize_size_limit: 32 << 20,
                 max_dfa_states: 50_000,
                 minimize: true,
             },

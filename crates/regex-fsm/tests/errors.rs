@@ -121,6 +121,18 @@ fn dfa_and_state_limits_are_named() {
         matches!(&e, GrammarError::LimitExceeded { knob, .. } if knob == "dfa_size_limit"),
         "{e:?}"
     );
+    // Few DFA states, each a set of hundreds of NFA states: the
+    // determinizer's work, bounded apart from the table's size.
+    let e = small(RegexFsmConfig {
+        determinize_size_limit: 64 << 10,
+        ..Default::default()
+    })
+    .compile_regex("a{0,2000}")
+    .unwrap_err();
+    assert!(
+        matches!(&e, GrammarError::LimitExceeded { knob, limit: 65536, .. } if knob == "determinize_size_limit"),
+        "{e:?}"
+    );
     let e = small(RegexFsmConfig {
         max_index_bytes: 100,
         ..Default::default()

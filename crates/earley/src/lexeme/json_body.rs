@@ -106,6 +106,7 @@ impl VocabSkeleton {
             let limits = DfaLimits {
                 nfa_size_limit: 1 << 20,
                 dfa_size_limit: 1 << 20,
+                determinize_size_limit: 1 << 20,
                 max_dfa_states: BODY_STATES,
                 minimize: true,
             };
