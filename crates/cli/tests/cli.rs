@@ -568,3 +568,65 @@ fn soak_serves_batches_and_fails_on_an_invalid_instance_accepted() {
     assert!(!accepted.is_empty(), "{summary}");
     assert!(stderr(&o).contains("soak FAILED"), "{}", stderr(&o));
 }
+
+/// `bench grammars`: one MaskBench-format record per grammar, each text of
+/// `NAME/` walked whole (a text the grammar refuses is recorded as
+/// refused); a grammar without texts is bad input, named.
+#[test]
+fn bench_grammars_walks_each_grammar_over_its_texts() {
+    let s = Scratch::new("bench-grammars");
+    s.file(
+        "list.gbnf",
+        "root ::= \"[\" item (\",\" ws item)* \"]\"\nitem ::= [a-z]+\nws ::= \" \"*\n",
+    );
+    std::fs::create_dir_all(s.0.join("list")).unwrap();
+    s.file("list/1.txt", "[apple, pear,plum]");
+    s.file("list/2.txt", "[fig, 7]");
+    s.file("word.gbnf", "root ::= \"yes\" | \"no\"\n");
+    std::fs::create_dir_all(s.0.join("word")).unwrap();
+    s.file("word/only.txt", "yes");
+    let out = s.0.join("out.jsonl").display().to_string();
+    let dir = s.0.display().to_string();
+    let o = run(&[
+        "bench",
+        "grammars",
+        "--backend",
+        "earley",
+        "--tokenizer",
+        &tokenizer(),
+        "--out",
+        &out,
+        &dir,
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0]["id"], "list.gbnf");
+    assert_eq!(records[0]["split"], "list");
+    assert!(records[0]["compile_us"].is_u64());
+    let tests = records[0]["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 2);
+    assert_eq!(tests[0]["accepted"], true);
+    assert_eq!(tests[0]["end_ok"], true);
+    assert_eq!(tests[1]["accepted"], false, "a digit is no item");
+    assert_eq!(records[1]["id"], "word.gbnf");
+    assert_eq!(records[1]["tests"][0]["accepted"], true);
+
+    std::fs::remove_dir_all(s.0.join("word")).unwrap();
+    let o = run(&[
+        "bench",
+        "grammars",
+        "--backend",
+        "earley",
+        "--tokenizer",
+        &tokenizer(),
+        "--out",
+        &out,
+        &dir,
+    ]);
+    assert_bad_input(&o, "word");
+}

@@ -126,8 +126,8 @@ pub fn run(args: &MaskbenchArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// The record of one file (contract section 3), compiled by `worker`
-/// within `timeout`. Never fails: what goes wrong is recorded in it.
+/// The record of one MaskBench file: its schema, or `replacement` over its
+/// valid instances only (invalid ones may well be valid JSON).
 fn run_file(
     file: &MaskBenchFile,
     replacement: Option<&Constraint>,
@@ -137,9 +137,46 @@ fn run_file(
     timeout: Duration,
     row: &mut Vec<u32>,
 ) -> Value {
+    let tests: Vec<(bool, String)> = file
+        .tests
+        .iter()
+        .filter(|t| replacement.is_none() || t.valid)
+        .map(|t| (t.valid, t.text()))
+        .collect();
+    let constraint = match replacement {
+        Some(c) => c.clone(),
+        None => Constraint::json_schema(file.schema.to_string()),
+    };
+    run_record(
+        (&file.id, &file.split()),
+        &tests,
+        constraint,
+        encode,
+        backend,
+        worker,
+        timeout,
+        row,
+    )
+}
+
+/// The record (contract section 3) of one constraint, compiled by `worker`
+/// within `timeout`, and its tests, `(valid, text)`, walked: a MaskBench
+/// file's, or a grammar's texts (`bench grammars`). `name` is the record's
+/// id and split. Never fails: what goes wrong is recorded in it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_record(
+    (id, split): (&str, &str),
+    tests: &[(bool, String)],
+    constraint: Constraint,
+    encode: &dyn Fn(&str) -> Result<Vec<u32>, String>,
+    backend: &Arc<dyn GrammarBackend>,
+    worker: &mut CompileWorker,
+    timeout: Duration,
+    row: &mut Vec<u32>,
+) -> Value {
     let mut record = json!({
-        "id": file.id,
-        "split": file.split(),
+        "id": id,
+        "split": split,
         "engine": backend.name(),
         "version": env!("CARGO_PKG_VERSION"),
         "compile_us": null,
@@ -151,23 +188,16 @@ fn run_file(
         "oom": false,
     });
     // Tokenizing is not part of anything timed.
-    let mut tokenized = Vec::with_capacity(file.tests.len());
-    for (k, test) in file.tests.iter().enumerate() {
-        if replacement.is_some() && !test.valid {
-            continue;
-        }
-        match encode(&test.text()) {
-            Ok(ids) => tokenized.push((test.valid, ids)),
+    let mut tokenized = Vec::with_capacity(tests.len());
+    for (k, (valid, text)) in tests.iter().enumerate() {
+        match encode(text) {
+            Ok(ids) => tokenized.push((*valid, ids)),
             Err(e) => {
                 record["crash"] = json!(format!("tokenizer failed on test {k}: {e}"));
                 return record;
             }
         }
     }
-    let constraint = match replacement {
-        Some(c) => c.clone(),
-        None => Constraint::json_schema(file.schema.to_string()),
-    };
     let grammar = match worker.compile(backend.clone(), constraint, Some(timeout)) {
         CompileOutcome::Ready { grammar, elapsed } => {
             record["compile_us"] = json!(elapsed.as_micros() as u64);

@@ -1,6 +1,7 @@
 //! `tokensieve bench`: MaskBench runs (direct and pack mode, the contract in
 //! `../shared/bench/CONTRACT.md`), their report, and the
-//! JSON-Schema-Test-Suite as mask walks; `instances`, generated instances
+//! JSON-Schema-Test-Suite as mask walks; `grammars`, code grammars over
+//! texts in the same record format; `instances`, generated instances
 //! judged by a validator; `e2e`, a real model with
 //! constraints and jump-forward on and off.
 //!
@@ -10,6 +11,7 @@
 
 #[cfg(feature = "generate")]
 mod e2e;
+mod grammars;
 mod inputs;
 mod instances;
 mod jsts;
@@ -29,6 +31,9 @@ pub enum BenchCommand {
     Maskbench(maskbench::MaskbenchArgs),
     /// Pack mode: speak the peerbench driver's protocol on stdout.
     Packs(packs::PacksArgs),
+    /// Grammars walked over texts they accept (code grammars), one
+    /// MaskBench-format record per grammar.
+    Grammars(grammars::GrammarsArgs),
     /// Score MaskBench result files (ours or peerbench's) as markdown tables.
     Report(report::ReportArgs),
     /// Run the JSON-Schema-Test-Suite as mask walks and print pass rates.
@@ -48,6 +53,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<u8> {
     match cmd {
         BenchCommand::Maskbench(args) => maskbench::run(&args),
         BenchCommand::Packs(args) => packs::run(&args),
+        BenchCommand::Grammars(args) => grammars::run(&args),
         BenchCommand::Report(args) => report::run(&args),
         BenchCommand::Jsts(args) => jsts::run(&args),
         BenchCommand::Soak(args) => soak::run(&args),
