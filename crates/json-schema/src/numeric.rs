@@ -260,7 +260,8 @@ fn same_length_range(a: &[u8], b: &[u8]) -> Lang {
     rx::alt(parts)
 }
 
-/// JSON integers (canonical spelling) in `lo..=hi`.
+/// JSON integers in `lo..=hi`: canonical spellings, and `-0` where the
+/// range holds zero (JSON Schema compares values, and `-0` is 0).
 pub(crate) fn int_range(lo: Option<&Int>, hi: Option<&Int>) -> Lang {
     if let (Some(l), Some(h)) = (lo, hi)
         && h < l
@@ -268,6 +269,9 @@ pub(crate) fn int_range(lo: Option<&Int>, hi: Option<&Int>) -> Lang {
         return Lang::Never;
     }
     let mut parts = Vec::new();
+    if lo.is_none_or(|l| l.neg || l.mag.is_zero()) && hi.is_none_or(|h| !h.neg || h.mag.is_zero()) {
+        parts.push(Lang::lit("-0"));
+    }
     // Non-negative part: [max(lo, 0), hi].
     if hi.is_none_or(|h| !h.neg) {
         let from = match lo {
@@ -709,7 +713,9 @@ mod tests {
                 let want = lo.is_none_or(|l| v >= l) && hi.is_none_or(|h| v <= h);
                 assert_eq!(r.is_match(&v.to_string()), want, "{v} in {lo:?}..={hi:?}");
             }
-            assert!(!r.is_match("-0") || lo.is_none_or(|l| l <= 0));
+            // `-0` is zero: in the language exactly when zero is.
+            let zero = lo.is_none_or(|l| l <= 0) && hi.is_none_or(|h| h >= 0);
+            assert_eq!(r.is_match("-0"), zero, "-0 in {lo:?}..={hi:?}");
             assert!(!r.is_match("01"));
         }
         // Ranges over many lengths, some whole (every number of the
