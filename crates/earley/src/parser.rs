@@ -1251,18 +1251,17 @@ impl Walker {
         }
     }
 
-    /// Moves the closures noted at `node` (if any) into `level`, which
-    /// the walk has just made for that node.
-    #[inline]
-    fn take_exits(exits: &mut Exits, cfg: &Cfg, node: u32, level: &mut Level) {
+    /// Moves the closures noted at `node` (if any) into `chunks`, those
+    /// of the level the walk makes for that node.
+    fn take_exits(exits: &mut Exits, cfg: &Cfg, node: u32, chunks: &mut Vec<Arc<Chunk>>) {
         while let Some((at, _, _)) = exits.stack.last() {
             if *at != node {
                 debug_assert!(*at > node, "a noted node the walk passed");
                 return;
             }
             let (_, _, chunk) = exits.stack.pop().expect("just read");
-            if !level.chunks.iter().any(|c| c.same_future(cfg, &chunk)) {
-                level.chunks.push(chunk);
+            if !chunks.iter().any(|c| c.same_future(cfg, &chunk)) {
+                chunks.push(chunk);
             }
         }
     }
@@ -1375,7 +1374,7 @@ impl Walker {
             }
             let level = &mut self.levels[k];
             level.reset();
-            Self::take_exits(&mut self.exits, cfg, node, level);
+            Self::take_exits(&mut self.exits, cfg, node, &mut level.chunks);
             let mut bytes = [0u64; 4];
             for c in &level.chunks {
                 for (w, f) in bytes.iter_mut().zip(&c.first) {
@@ -1796,7 +1795,9 @@ impl Walker {
                 }
             }
             std::mem::swap(&mut self.levels[d].own, &mut scanned);
-            Self::take_exits(&mut self.exits, cfg, j as u32, &mut self.levels[d]);
+            if self.exits.any_before(j as u32 + 1) {
+                Self::take_exits(&mut self.exits, cfg, j as u32, &mut self.levels[d].chunks);
+            }
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
             }
