@@ -1007,11 +1007,11 @@ impl Exits {
         matches!(self.stack.last(), Some(&(node, _, _)) if node < end)
     }
 
-    /// Notes the exits `list` (emptied), all before node `end` and past
-    /// the walk: merged with those noted before `end` (the batch after
-    /// them where nodes are equal).
+    /// Notes the exits `list` (sorted by node; emptied), all before node
+    /// `end` and past the walk: merged with those noted before `end` (the
+    /// batch after them where nodes are equal).
     fn add(&mut self, list: &mut Vec<(u32, u32, Arc<Chunk>)>, end: u32) {
-        list.sort_by_key(|&(node, _, _)| node);
+        debug_assert!(list.is_sorted_by_key(|&(node, _, _)| node));
         let cut = self.stack.partition_point(|&(node, _, _)| node >= end);
         if cut == self.stack.len() {
             self.stack.extend(list.drain(..).rev());
@@ -1308,20 +1308,20 @@ impl Walker {
             self.exits.add(list, end);
             return Ok(());
         }
-        let mut i = 0;
-        while i < list.len() {
-            let (node, depth) = (list[i].0, list[i].1);
+        // The closures are moved out, not shared and dropped.
+        let mut listed = list.drain(..).peekable();
+        while let Some((node, depth, chunk)) = listed.next() {
             budget.spend(1)?;
             let k = depth as usize;
             if self.levels.len() <= k {
                 self.levels.resize_with(k + 1, Level::default);
             }
             let mut group = std::mem::take(&mut self.group);
-            while i < list.len() && list[i].0 == node {
-                if !group.iter().any(|c| c.same_future(cfg, &list[i].2)) {
-                    group.push(list[i].2.clone());
+            group.push(chunk);
+            while let Some((_, _, chunk)) = listed.next_if(|&(at, _, _)| at == node) {
+                if !group.iter().any(|c| c.same_future(cfg, &chunk)) {
+                    group.push(chunk);
                 }
-                i += 1;
             }
             let level = &mut self.levels[k];
             level.hold(&mut group);
@@ -1335,7 +1335,6 @@ impl Walker {
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
             self.walk_kids(cfg, trie, node, &bytes, row, budget, reborrowed)?;
         }
-        list.clear();
         Ok(())
     }
 
@@ -1989,6 +1988,7 @@ impl Walker {
         };
         if noted.iter().any(|&(e, _, _)| reached(e)) {
             // Noted, each is walked once, from both.
+            noted.sort_unstable_by_key(|&(node, _, _)| node);
             self.exits.add(&mut noted, n.next);
         }
         if first != [0; 4] {
