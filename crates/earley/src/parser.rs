@@ -26,8 +26,6 @@
 //! crate docs state what one step costs at most.
 
 use hashbrown::{HashMap, HashSet};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -655,6 +653,11 @@ const LEXEME_WALKS: usize = 64;
 /// (1.7-4 ms a mask in Github_ultra o39532).
 const NARROW_WALKS: usize = MANY_ITEMS;
 
+/// Children of a node past which [`Walker::walk_kids`] looks up the
+/// children of the bytes its closures take, where those are at most one
+/// in this many of them, rather than reading every child.
+const FEW_KIDS: usize = 8;
+
 /// Most child summaries one summary keeps (then they are recomputed).
 const CHILDREN: usize = 256;
 
@@ -980,37 +983,64 @@ pub(crate) struct Walker {
     row: Vec<u32>,
 }
 
-/// The exits a walk has noted and not reached ([`Walker::walk_exits`]).
+/// The exits a walk has noted and not reached ([`Walker::walk_exits`]),
+/// sorted by node, the last first. The walk reads the trie in order and
+/// never passes a noted node without taking it (reached, or walked from
+/// before the walk moves past its subtree), so the exits at the node the
+/// walk is at are at the end, and a batch noted below a node is merged
+/// with the exits noted in that node's subtree alone, the ones at the end.
+/// A map by node, a queue and a list per node took 3% of the instructions
+/// of cold masks on sixteen MaskBench files where those are slowest; most
+/// nodes are noted once.
 #[derive(Default)]
 struct Exits {
-    /// Per node noted and not reached, its entry.
-    at: FxHashMap<u32, u32>,
-    /// The nodes noted, first in trie order first (a node reached by the
-    /// walk stays here, no longer in `at`).
-    order: BinaryHeap<Reverse<u32>>,
-    /// Per entry: the node's depth and its first link.
-    entries: Vec<(u32, u32)>,
-    /// The closures noted, each with the next link of its node.
-    links: Vec<(Arc<Chunk>, u32)>,
+    /// `(node, depth, closure)`, by node, the greatest first.
+    stack: Vec<(u32, u32, Arc<Chunk>)>,
+    /// Room for merging a batch.
+    merged: Vec<(u32, u32, Arc<Chunk>)>,
 }
 
 impl Exits {
-    const NONE: u32 = u32::MAX;
-
-    /// Whether a node before `end` is noted (or was, and has been reached
-    /// since: [`Walker::walk_exits`] drops it).
+    /// Whether a node before `end` is noted.
     #[inline]
     fn any_before(&self, end: u32) -> bool {
-        matches!(self.order.peek(), Some(&Reverse(node)) if node < end)
+        matches!(self.stack.last(), Some(&(node, _, _)) if node < end)
+    }
+
+    /// Notes the exits `list` (sorted by node; emptied), all before node
+    /// `end` and past the walk: merged with those noted before `end` (the
+    /// batch after them where nodes are equal).
+    fn add(&mut self, list: &mut Vec<(u32, u32, Arc<Chunk>)>, end: u32) {
+        debug_assert!(list.is_sorted_by_key(|&(node, _, _)| node));
+        let cut = self.stack.partition_point(|&(node, _, _)| node >= end);
+        if cut == self.stack.len() {
+            self.stack.extend(list.drain(..).rev());
+            return;
+        }
+        let merged = &mut self.merged;
+        merged.clear();
+        let mut older = self.stack.drain(cut..).rev().peekable();
+        let mut newer = list.drain(..).peekable();
+        loop {
+            let take_older = match (older.peek(), newer.peek()) {
+                (Some(o), Some(n)) => o.0 <= n.0,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let next = if take_older {
+                older.next()
+            } else {
+                newer.next()
+            };
+            merged.extend(next);
+        }
+        drop(older);
+        self.stack.extend(merged.drain(..).rev());
     }
 
     fn clear(&mut self) {
-        if !self.order.is_empty() || !self.links.is_empty() {
-            self.at.clear();
-            self.order.clear();
-            self.entries.clear();
-            self.links.clear();
-        }
+        self.stack.clear();
     }
 }
 
@@ -1221,43 +1251,18 @@ impl Walker {
         }
     }
 
-    /// Notes that the walk goes on below `node` (at `depth`) from `chunk`.
-    fn add_exit(&mut self, cfg: &Cfg, node: u32, depth: u32, chunk: Arc<Chunk>) {
-        let exits = &mut self.exits;
-        let entry = *exits.at.entry(node).or_insert_with(|| {
-            exits.order.push(Reverse(node));
-            exits.entries.push((depth, Exits::NONE));
-            exits.entries.len() as u32 - 1
-        });
-        let mut link = exits.entries[entry as usize].1;
-        while link != Exits::NONE {
-            let (known, next) = &exits.links[link as usize];
-            if known.same_future(cfg, &chunk) {
+    /// Moves the closures noted at `node` (if any) into `chunks`, those
+    /// of the level the walk makes for that node.
+    fn take_exits(exits: &mut Exits, cfg: &Cfg, node: u32, chunks: &mut Vec<Arc<Chunk>>) {
+        while let Some((at, _, _)) = exits.stack.last() {
+            if *at != node {
+                debug_assert!(*at > node, "a noted node the walk passed");
                 return;
             }
-            link = *next;
-        }
-        let head = exits.entries[entry as usize].1;
-        exits.links.push((chunk, head));
-        exits.entries[entry as usize].1 = exits.links.len() as u32 - 1;
-    }
-
-    /// Moves the closures noted at `node` (if any) into `level`, which
-    /// the walk has just made for that node.
-    fn take_exits(exits: &mut Exits, cfg: &Cfg, node: u32, level: &mut Level) {
-        if exits.at.is_empty() {
-            return;
-        }
-        let Some(entry) = exits.at.remove(&node) else {
-            return;
-        };
-        let mut link = exits.entries[entry as usize].1;
-        while link != Exits::NONE {
-            let (chunk, next) = &exits.links[link as usize];
-            if !level.chunks.iter().any(|c| c.same_future(cfg, chunk)) {
-                level.chunks.push(chunk.clone());
+            let (_, _, chunk) = exits.stack.pop().expect("just read");
+            if !chunks.iter().any(|c| c.same_future(cfg, &chunk)) {
+                chunks.push(chunk);
             }
-            link = *next;
         }
     }
 
@@ -1300,25 +1305,23 @@ impl Walker {
             .windows(2)
             .any(|w| w[1].0 != w[0].0 && w[1].0 < trie.nodes[w[0].0 as usize].next);
         if nested || self.exits.any_before(end) {
-            for (node, depth, chunk) in list.drain(..) {
-                self.add_exit(cfg, node, depth, chunk);
-            }
+            self.exits.add(list, end);
             return Ok(());
         }
-        let mut i = 0;
-        while i < list.len() {
-            let (node, depth) = (list[i].0, list[i].1);
+        // The closures are moved out, not shared and dropped.
+        let mut listed = list.drain(..).peekable();
+        while let Some((node, depth, chunk)) = listed.next() {
             budget.spend(1)?;
             let k = depth as usize;
             if self.levels.len() <= k {
                 self.levels.resize_with(k + 1, Level::default);
             }
             let mut group = std::mem::take(&mut self.group);
-            while i < list.len() && list[i].0 == node {
-                if !group.iter().any(|c| c.same_future(cfg, &list[i].2)) {
-                    group.push(list[i].2.clone());
+            group.push(chunk);
+            while let Some((_, _, chunk)) = listed.next_if(|&(at, _, _)| at == node) {
+                if !group.iter().any(|c| c.same_future(cfg, &chunk)) {
+                    group.push(chunk);
                 }
-                i += 1;
             }
             let level = &mut self.levels[k];
             level.hold(&mut group);
@@ -1332,7 +1335,6 @@ impl Walker {
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
             self.walk_kids(cfg, trie, node, &bytes, row, budget, reborrowed)?;
         }
-        list.clear();
         Ok(())
     }
 
@@ -1360,23 +1362,18 @@ impl Walker {
         budget: &mut Budget,
         mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
     ) -> Result<(), StepError> {
-        while let Some(&Reverse(node)) = self.exits.order.peek() {
+        while let Some(&(node, depth, _)) = self.exits.stack.last() {
             if node >= end {
                 break;
             }
-            self.exits.order.pop();
-            let Some(&entry) = self.exits.at.get(&node) else {
-                // Reached by the walk already (see `take_exits`).
-                continue;
-            };
             budget.spend(1)?;
-            let k = self.exits.entries[entry as usize].0 as usize;
+            let k = depth as usize;
             if self.levels.len() <= k {
                 self.levels.resize_with(k + 1, Level::default);
             }
             let level = &mut self.levels[k];
             level.reset();
-            Self::take_exits(&mut self.exits, cfg, node, level);
+            Self::take_exits(&mut self.exits, cfg, node, &mut level.chunks);
             let mut bytes = [0u64; 4];
             for c in &level.chunks {
                 for (w, f) in bytes.iter_mut().zip(&c.first) {
@@ -1797,7 +1794,9 @@ impl Walker {
                 }
             }
             std::mem::swap(&mut self.levels[d].own, &mut scanned);
-            Self::take_exits(&mut self.exits, cfg, j as u32, &mut self.levels[d]);
+            if self.exits.any_before(j as u32 + 1) {
+                Self::take_exits(&mut self.exits, cfg, j as u32, &mut self.levels[d].chunks);
+            }
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
             }
@@ -1843,18 +1842,61 @@ impl Walker {
         mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
     ) -> Result<(), StepError> {
         let (bytes, kids) = trie.kids(node as usize);
-        for (&b, &kid) in bytes.iter().zip(kids) {
+        // The subtrees of a node's children lie one after the other: a
+        // child's ends where the next one's starts (the last one's where
+        // the node's does), read here without a node of the trie.
+        let last_end = trie.nodes[node as usize].next;
+        // A node of many children (the root, a quote, a space) whose
+        // closures take a few bytes: the children of those bytes are
+        // looked up, not every child read; the exits noted in the subtrees
+        // between them are walked before the next one.
+        if bytes.len() > FEW_KIDS {
+            let count: u32 = first.iter().map(|w| w.count_ones()).sum();
+            if count as usize * FEW_KIDS <= bytes.len() {
+                for (w, &word) in first.iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let b = (w * 64) as u8 + bits.trailing_zeros() as u8;
+                        bits &= bits - 1;
+                        let Ok(i) = bytes.binary_search(&b) else {
+                            continue;
+                        };
+                        let (kid, end) = (kids[i], kids.get(i + 1).copied().unwrap_or(last_end));
+                        if self.exits.any_before(kid) {
+                            let reborrowed =
+                                summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                            self.walk_exits(cfg, trie, kid, row, budget, reborrowed)?;
+                        }
+                        let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                        let nodes = (kid as usize, end as usize);
+                        self.walk_nodes(cfg, trie, nodes, row, budget, reborrowed)?;
+                    }
+                }
+                if self.exits.any_before(last_end) {
+                    self.walk_exits(cfg, trie, last_end, row, budget, summarizing)?;
+                }
+                return Ok(());
+            }
+        }
+        for (i, (&b, &kid)) in bytes.iter().zip(kids).enumerate() {
+            let end = kids.get(i + 1).copied().unwrap_or(last_end);
             if first[b as usize >> 6] >> (b & 63) & 1 == 0 {
-                let end = trie.nodes[kid as usize].next;
                 if self.exits.any_before(end) {
                     let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
                     self.walk_exits(cfg, trie, end, row, budget, reborrowed)?;
                 }
                 continue;
             }
+            debug_assert_eq!(end, trie.nodes[kid as usize].next);
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-            let nodes = (kid as usize, trie.nodes[kid as usize].next as usize);
-            self.walk_nodes(cfg, trie, nodes, row, budget, reborrowed)?;
+            self.walk_nodes(
+                cfg,
+                trie,
+                (kid as usize, end as usize),
+                row,
+                budget,
+                reborrowed,
+            )?;
         }
         Ok(())
     }
@@ -1946,9 +1988,8 @@ impl Walker {
         };
         if noted.iter().any(|&(e, _, _)| reached(e)) {
             // Noted, each is walked once, from both.
-            for (e, depth, chunk) in noted.drain(..) {
-                self.add_exit(cfg, e, depth, chunk);
-            }
+            noted.sort_unstable_by_key(|&(node, _, _)| node);
+            self.exits.add(&mut noted, n.next);
         }
         if first != [0; 4] {
             let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
