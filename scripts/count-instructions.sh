@@ -12,9 +12,9 @@
 # Prints G instructions: the whole run; masks (`fill_bitmask`, inclusive:
 # how callgrind splits work between it and the rest moved by ~5% between
 # two runs of one build, so compare totals); loading the tokenizer; and
-# earley's compile stages that callgrind attributes stably (the piece
-# split, `Lowering::pieces`, freeing the piece grammar), and the JSON
-# Schema lowering before them. Needs valgrind
+# two of earley's compile stages (the piece split, `Lowering::build`; the
+# JSON Schema lowering recurses on stacker's stacks, which callgrind's
+# inclusive counts do not follow). Needs valgrind
 # (apt: valgrind). TOKENIZER overrides the Llama 3 tokenizer path, BACKEND
 # the backend (default earley).
 set -euo pipefail
@@ -46,14 +46,10 @@ callgrind_annotate --inclusive=yes --threshold=100 "$work/cg.out" 2>/dev/null | 
     function g(s) { gsub(",", "", s); return s / 1e9 }
     /PROGRAM TOTALS/ { total = g($1) }
     /GrammarObject>::fill_bitmask \[/ && !masks { masks = g($1) }
-    /HfTokenizer::from_file \[/ && !tok { tok = g($1) }
-    /SchemaGrammar>::to_pieces \[/ && !sp { sp = g($1) }
-    /Lowering::pieces \[/ && !pieces { pieces = g($1) }
-    /drop_in_place<tokensieve_grammar::pieces::PieceGrammar> \[/ && !free { free = g($1) }
-    /lower::lower_document_cf \[/ && !low { low = g($1) }
+    /HfTokenizer::from_json_str \[/ && !tok { tok = g($1) }
+    /SchemaGrammar>::to_pieces_with \[/ && !sp { sp = g($1) }
+    /earley::lower::Lowering::build \[/ && !pieces { pieces = g($1) }
     END {
         printf "total %.3f G  masks %.3f G  tokenizer %.3f G\n", total, masks, tok
-        printf "compile stages %.3f G: piece split %.3f, Lowering::pieces %.3f, freeing pieces %.3f\n",
-            sp + pieces + free, sp, pieces, free
-        printf "JSON Schema lowering %.3f G\n", low
+        printf "compile stages: piece split %.3f G, earley lowering (Lowering::build) %.3f G\n", sp, pieces
     }'
