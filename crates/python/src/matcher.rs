@@ -383,6 +383,7 @@ impl Matcher {
         d.set_item("tokens_accepted", s.tokens_accepted)?;
         d.set_item("rollbacks", s.rollbacks)?;
         d.set_item("compile_time_s", s.compile_time.as_secs_f64())?;
+        d.set_item("cache_hit", s.cache_hit)?;
         Ok(d)
     }
 

@@ -521,7 +521,8 @@ def table(rows: List[Dict[str, Any]], cols: List[tuple]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tokensieve.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", required=True, help="tokenizer.json")
-    ap.add_argument("--backend", default="earley", help="tokensieve backend (default earley)")
+    ap.add_argument("--backend", default=ts.DEFAULT_BACKEND,
+                    help=f"tokensieve backend (default {ts.DEFAULT_BACKEND})")
     ap.add_argument("--engines", default=None, help="comma list (default: every installed one of "
                     + ", ".join(ENGINES) + ")")
     ap.add_argument("--sample", type=int, default=0, help="files to sample (0 = all)")
