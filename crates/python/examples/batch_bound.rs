@@ -110,6 +110,9 @@ fn best(f: impl Fn() -> f64) -> f64 {
     (0..REPEATS).map(|_| f()).fold(0.0, f64::max)
 }
 
+/// The token ids of a schema's valid instances.
+type Instances = Vec<Arc<Vec<u32>>>;
+
 struct Pick {
     grammar: usize,
     tokens: Arc<Vec<u32>>,
@@ -120,7 +123,7 @@ fn load(
     tokenizer: &HfTokenizer,
     dir: &str,
     files: usize,
-) -> anyhow::Result<(Vec<Constraint>, Vec<Vec<Arc<Vec<u32>>>>)> {
+) -> anyhow::Result<(Vec<Constraint>, Vec<Instances>)> {
     let mut paths: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -151,14 +154,17 @@ fn compile_all(
     backend: &dyn GrammarBackend,
     constraints: &[Constraint],
 ) -> Vec<Option<Arc<dyn CompiledGrammar>>> {
-    constraints.iter().map(|c| backend.compile(c).ok()).collect()
+    constraints
+        .iter()
+        .map(|c| backend.compile(c).ok())
+        .collect()
 }
 
 /// `rows` picks of (grammar, instance, start) whose instance the grammar
 /// accepts from `start` for `ROUNDS` tokens, chosen by a fixed LCG.
 fn picks(
     grammars: &[Option<Arc<dyn CompiledGrammar>>],
-    instances: &[Vec<Arc<Vec<u32>>>],
+    instances: &[Instances],
     rows: usize,
 ) -> Vec<Pick> {
     let mut pool = Vec::new();
@@ -178,7 +184,10 @@ fn picks(
             }
         }
     }
-    assert!(!pool.is_empty(), "no schema compiled with an instance it accepts");
+    assert!(
+        !pool.is_empty(),
+        "no schema compiled with an instance it accepts"
+    );
     (0..rows)
         .map(|_| {
             let (grammar, tokens, start) = pool[next(pool.len())].clone();
@@ -317,7 +326,9 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (tokenizer, backend_name, dir) = match args.as_slice() {
         [t, b, d, ..] => (t, b, d),
-        _ => anyhow::bail!("usage: batch_bound TOKENIZER.json BACKEND MASKBENCH_DIR [ROWS] [FILES]"),
+        _ => {
+            anyhow::bail!("usage: batch_bound TOKENIZER.json BACKEND MASKBENCH_DIR [ROWS] [FILES]")
+        }
     };
     let rows: usize = args.get(3).map_or(Ok(128), |s| s.parse())?;
     let files: usize = args.get(4).map_or(Ok(100), |s| s.parse())?;
@@ -340,7 +351,10 @@ fn main() -> anyhow::Result<()> {
         );
     };
     for (what, f) in [
-        ("(a) arithmetic only (no memory)", alu_row as fn(&mut [u32], usize)),
+        (
+            "(a) arithmetic only (no memory)",
+            alu_row as fn(&mut [u32], usize),
+        ),
         ("(b) memset of a 16 KB row", memset_row),
         ("(c) copy of a 16 KB row, distinct sources", copy_row),
     ] {
