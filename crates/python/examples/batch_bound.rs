@@ -15,8 +15,8 @@
 //! Usage: `batch_bound TOKENIZER.json BACKEND MASKBENCH_DIR [ROWS] [FILES]`
 //! (ROWS 128, FILES 100: every k-th file of the directory, sorted).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokensieve::hf::HfTokenizer;
@@ -233,20 +233,37 @@ fn fill_rate(
     threads: usize,
     words: usize,
 ) -> f64 {
-    let parts = positioned(grammars, picks, threads, words);
+    // Every row behind its own lock, claimed one at a time off a shared
+    // counter by whichever thread comes (as the Python batch fill shares
+    // rows out): a thread the machine does not run leaves its rows to the
+    // other rather than holding up the round.
+    let rows: Vec<Mutex<(Box<dyn GrammarObject>, usize, Vec<u32>)>> =
+        positioned(grammars, picks, 1, words)
+            .into_iter()
+            .flat_map(|(ms, _)| ms)
+            .map(|(m, i)| Mutex::new((m, i, vec![0u32; words])))
+            .collect();
+    let (fill_next, step_next) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let claim = |next: &AtomicUsize, f: &dyn Fn(&mut (Box<dyn GrammarObject>, usize, Vec<u32>))| loop {
+        let i = next.fetch_add(1, Ordering::AcqRel);
+        let Some(row) = rows.get(i) else { break };
+        f(&mut row.lock().expect("no panic"));
+    };
     let t = split_rounds(
-        parts,
+        vec![(); threads],
         ROUNDS,
-        |(ms, rows): &mut Part| {
-            for ((m, _), row) in ms.iter_mut().zip(rows.chunks_mut(words)) {
-                m.fill_bitmask(row);
-            }
+        |_| {
+            // Phases are apart (every thread is done with one before the
+            // next starts): resetting the other phase's counter is safe.
+            step_next.store(0, Ordering::Release);
+            claim(&fill_next, &|(m, _, row)| m.fill_bitmask(row));
         },
-        |(ms, _): &mut Part, r| {
-            for (m, i) in ms.iter_mut() {
+        |_, r| {
+            fill_next.store(0, Ordering::Release);
+            claim(&step_next, &|(m, i, _)| {
                 let p = &picks[*i];
                 m.accept_token(p.tokens[p.start + r]).expect("valid");
-            }
+            });
         },
     );
     (picks.len() * ROUNDS) as f64 / t.as_secs_f64()
