@@ -202,6 +202,9 @@ fn picks(
 
 type Part = (Vec<(Box<dyn GrammarObject>, usize)>, Vec<u32>);
 
+/// A matcher, its pick's index and its row.
+type Row = (Box<dyn GrammarObject>, usize, Vec<u32>);
+
 /// The matchers of `picks` at their start positions, split into contiguous
 /// chunks with a row buffer each.
 fn positioned(
@@ -237,14 +240,13 @@ fn fill_rate(
     // counter by whichever thread comes (as the Python batch fill shares
     // rows out): a thread the machine does not run leaves its rows to the
     // other rather than holding up the round.
-    let rows: Vec<Mutex<(Box<dyn GrammarObject>, usize, Vec<u32>)>> =
-        positioned(grammars, picks, 1, words)
-            .into_iter()
-            .flat_map(|(ms, _)| ms)
-            .map(|(m, i)| Mutex::new((m, i, vec![0u32; words])))
-            .collect();
+    let rows: Vec<Mutex<Row>> = positioned(grammars, picks, 1, words)
+        .into_iter()
+        .flat_map(|(ms, _)| ms)
+        .map(|(m, i)| Mutex::new((m, i, vec![0u32; words])))
+        .collect();
     let (fill_next, step_next) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    let claim = |next: &AtomicUsize, f: &dyn Fn(&mut (Box<dyn GrammarObject>, usize, Vec<u32>))| loop {
+    let claim = |next: &AtomicUsize, f: &dyn Fn(&mut Row)| loop {
         let i = next.fetch_add(1, Ordering::AcqRel);
         let Some(row) = rows.get(i) else { break };
         f(&mut row.lock().expect("no panic"));
