@@ -129,6 +129,8 @@ def test_the_backend_compiles_with_auto_unless_told(plugin, qwen, backend, monke
     assert backend.backend_name == "auto" == tokensieve.DEFAULT_BACKEND
     grammar = backend.compile_grammar(plugin.StructuredOutputOptions.JSON, json.dumps(SCHEMA))
     assert grammar.matcher.compiled_grammar.backend == "auto"
+    # The front end's validation compiles: auto too (its tables off).
+    assert plugin._validation_compiler().backend == "auto"
     # The environment variable still picks any registered backend.
     monkeypatch.setenv(plugin.BACKEND_ENV, "earley")
     other = plugin.TokensieveBackend(vllm_config(), tokenizer=qwen, vocab_size=152064)
