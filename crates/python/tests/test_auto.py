@@ -111,7 +111,7 @@ def _same(a: ts.Matcher, e: ts.Matcher, V: int, where: str) -> None:
     assert a.jump_forward_string() == e.jump_forward_string(), where
 
 
-def _step(a, e, forks, toks, i, V, wrong):
+def _step(info, a, e, forks, toks, i, V, wrong):
     """Everything the API does at position i, on both matchers, compared;
     then token i accepted by both."""
     where = f"position {i}"
@@ -138,7 +138,20 @@ def _step(a, e, forks, toks, i, V, wrong):
     ts.fill_next_token_bitmask_batch(rows, bm)
     for r in range(0, len(rows), 2):
         assert np.array_equal(bm[r], bm[r + 1]), f"{where}, batch row {r}"
-    assert a.accept_token(toks[i]) and e.accept_token(toks[i]), where
+    # Jump-forward text accepted as bytes (one step), then undone.
+    jump = a.jump_forward_string()
+    if jump:
+        assert a.accept_string(jump) and e.accept_string(jump), where
+        _same(a, e, V, where + " after the jump-forward text")
+        a.rollback(1)
+        e.rollback(1)
+    if i % 5 == 3 and toks[i] not in info.stop_token_ids:
+        # The token as bytes: a step of another kind in auto's log, which
+        # the move replays as bytes.
+        text = info.token_bytes(toks[i])
+        assert a.accept_string(text) and e.accept_string(text), where
+    else:
+        assert a.accept_token(toks[i]) and e.accept_token(toks[i]), where
     assert a.accept_token(wrong) is False and e.accept_token(wrong) is False, where
 
 
@@ -163,7 +176,7 @@ def test_auto_answers_as_earley_while_its_table_arrives(llama3):
         g = auto.compile_json_schema(schema)
         a, e, forks = g.matcher(), earley.matcher(), []
         for i in range(half):
-            _step(a, e, forks, toks, i, V, wrong)
+            _step(llama3, a, e, forks, toks, i, V, wrong)
         if not _table_built(auto, schema):
             break
         print(f"auto: the table came before position {half} (attempt {attempt}); again", file=sys.stderr)
@@ -191,7 +204,7 @@ def test_auto_answers_as_earley_while_its_table_arrives(llama3):
     _same(a, e, V, "rolled back across the move")
     assert a.accept_tokens(toks[half - 3 : half]) and e.accept_tokens(toks[half - 3 : half])
     for i in range(half, len(toks)):
-        _step(a, e, forks, toks, i, V, wrong)
+        _step(llama3, a, e, forks, toks, i, V, wrong)
     assert a.is_terminated() and e.is_terminated()
     # A fresh matcher of the same grammar, and a reset one, from the start.
     b, e2 = g.matcher(), earley.matcher()
