@@ -20,6 +20,11 @@ use tokensieve::{
 
 type Compiled = Result<Arc<dyn tokensieve::CompiledGrammar>, GrammarError>;
 
+/// The backend a `Compiler` gets when none is named: the CLI's and the
+/// README's (earley's first mask at once, regex-fsm's table where one is
+/// built in the background).
+pub const DEFAULT_BACKEND: &str = "auto";
+
 /// One cache entry: filled once by whichever thread compiles it; threads
 /// asking for the same key meanwhile wait on the `OnceLock` (without the GIL).
 type Entry = Arc<OnceLock<Compiled>>;
@@ -198,7 +203,7 @@ impl Compiler {
 #[pymethods]
 impl Compiler {
     #[new]
-    #[pyo3(signature = (info, backend="earley", *, cache_size=1024, max_rollback=32, threads=None, think_end_token=None, options=None))]
+    #[pyo3(signature = (info, backend=DEFAULT_BACKEND, *, cache_size=1024, max_rollback=32, threads=None, think_end_token=None, options=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,

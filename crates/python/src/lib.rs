@@ -43,6 +43,7 @@ fn available_backends() -> Vec<String> {
 fn _tokensieve(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("CUDA_FEATURE", cfg!(feature = "cuda"))?;
+    m.add("DEFAULT_BACKEND", compiler::DEFAULT_BACKEND)?;
     m.add_class::<tokenizer::TokenizerInfo>()?;
     m.add_class::<compiler::Compiler>()?;
     m.add_class::<compiler::CompiledGrammar>()?;

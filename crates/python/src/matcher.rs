@@ -383,6 +383,7 @@ impl Matcher {
         d.set_item("tokens_accepted", s.tokens_accepted)?;
         d.set_item("rollbacks", s.rollbacks)?;
         d.set_item("compile_time_s", s.compile_time.as_secs_f64())?;
+        d.set_item("cache_hit", s.cache_hit)?;
         Ok(d)
     }
 
@@ -421,7 +422,7 @@ pub fn fill_next_token_bitmask_batch(
         .max()
         .unwrap_or(0);
     let bv = bitmask_view(bitmask, min_words)?;
-    let targets: Vec<usize> = match rows {
+    let targets: Option<Vec<usize>> = match rows {
         None => {
             if ms.len() > bv.rows {
                 return Err(PyValueError::new_err(format!(
@@ -430,7 +431,7 @@ pub fn fill_next_token_bitmask_batch(
                     bv.rows
                 )));
             }
-            (0..ms.len()).collect()
+            None
         }
         Some(rows) => {
             if rows.len() != ms.len() {
@@ -455,25 +456,32 @@ pub fn fill_next_token_bitmask_batch(
                 }
                 out.push(r);
             }
-            out
+            Some(out)
         }
     };
     let refs: Vec<Option<&Matcher>> = ms.iter().map(|m| m.as_ref().map(|m| m.get())).collect();
     let pool = refs.iter().flatten().find_map(|m| m.shared.pool.clone());
-    let (addr, nrows, stride) = (bv.view.addr(), bv.rows, bv.words);
+    let (addr, stride) = (bv.view.addr(), bv.words);
+    // Everything Python-side is done: one detach for the whole batch.
     let errors: Vec<String> = py.detach(|| {
-        // SAFETY: the view (kept by `bv` until after this closure) spans
-        // nrows * stride aligned u32; the rows handed out below are disjoint.
-        let buf = unsafe { BitmaskView::slice_at(addr, nrows, stride) };
-        let mut slots: Vec<Option<&mut [u32]>> = buf.chunks_mut(stride.max(1)).map(Some).collect();
-        let mut jobs: Vec<RowJob<'_>> = targets
+        let mut jobs: Vec<RowJob<'_>> = refs
             .iter()
-            .zip(&refs)
-            .map(|(&r, m)| RowJob {
-                index: r,
-                row: slots[r].take().expect("distinct rows"),
-                matcher: *m,
-                error: None,
+            .enumerate()
+            .map(|(i, m)| {
+                let r = targets.as_ref().map_or(i, |t| t[i]);
+                // SAFETY: the view (kept by `bv` until after this closure)
+                // spans rows * stride aligned u32 and `r < rows`; the rows
+                // are distinct (0..n, or checked above), so no two jobs
+                // share memory.
+                let row = unsafe {
+                    std::slice::from_raw_parts_mut((addr as *mut u32).add(r * stride), stride)
+                };
+                RowJob {
+                    index: r,
+                    row,
+                    matcher: *m,
+                    error: None,
+                }
             })
             .collect();
         fill_rows(&mut jobs, pool.as_deref(), PARALLEL_FILL_THRESHOLD);

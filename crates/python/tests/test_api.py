@@ -489,7 +489,7 @@ def test_reasoning_wrapper():
     info = ts.TokenizerInfo.from_token_bytes(tokens, special_token_ids=TINY_SPECIAL + [len(tokens) - 1])
     end = len(tokens) - 1
     c = ts.Compiler(info, think_end_token="</think>")
-    assert c.backend == "earley+reasoner"
+    assert c.backend == "auto+reasoner"
     g = c.compile_regex("[0-9]+")
     m = g.matcher()
     m.maybe_init_reasoning(True)

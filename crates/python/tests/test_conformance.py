@@ -50,7 +50,7 @@ def compile_case(c: ts.Compiler, spec: dict) -> ts.CompiledGrammar:
     raise AssertionError(f"unknown spec kind {kind}")
 
 
-@pytest.mark.parametrize("backend", ["earley", "regex-fsm"])
+@pytest.mark.parametrize("backend", ["auto", "earley", "regex-fsm"])
 @pytest.mark.parametrize("tok", ["gpt2", "mistral"])
 def test_masks_equal_the_rust_api(tmp_path, backend, tok):
     path = tokenizer_path(tok)

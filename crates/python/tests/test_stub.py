@@ -30,8 +30,17 @@ def test_every_stub_name_exists():
         elif isinstance(node, ast.FunctionDef) and not hasattr(ts, node.name):
             missing.append(node.name)
     assert not missing, f"in the stub but not in the package: {missing}"
+    constants = [
+        n.target.id
+        for n in tree.body
+        if isinstance(n, ast.AnnAssign) and not n.target.id.startswith("_")
+    ]
+    for name in constants:
+        if not hasattr(ts, name):
+            missing.append(name)
+    assert not missing, f"in the stub but not in the package: {missing}"
     assert sorted(ts.__all__) == sorted(
-        n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))
+        [n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))] + constants
     )
 
 

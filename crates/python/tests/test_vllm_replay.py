@@ -125,6 +125,19 @@ def fill_like_vllm(requests, bitmask, num_spec):
             grammar.rollback(advanced)
 
 
+def test_the_backend_compiles_with_auto_unless_told(plugin, qwen, backend, monkeypatch):
+    assert backend.backend_name == "auto" == tokensieve.DEFAULT_BACKEND
+    grammar = backend.compile_grammar(plugin.StructuredOutputOptions.JSON, json.dumps(SCHEMA))
+    assert grammar.matcher.compiled_grammar.backend == "auto"
+    # The front end's validation compiles: auto too (its tables off).
+    assert plugin._validation_compiler().backend == "auto"
+    # The environment variable still picks any registered backend.
+    monkeypatch.setenv(plugin.BACKEND_ENV, "earley")
+    other = plugin.TokensieveBackend(vllm_config(), tokenizer=qwen, vocab_size=152064)
+    assert other.backend_name == "earley"
+    other.destroy()
+
+
 def test_a_draft_chain_batch_as_vllm_fills_it(plugin, qwen, backend):
     num_spec = NUM_SPEC
     options = plugin.StructuredOutputOptions

@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 from ._errors import GrammarError
 from ._tokensieve import (
     CUDA_FEATURE as _CUDA_FEATURE,
+    DEFAULT_BACKEND,
     CompiledGrammar,
     Compiler,
     Matcher,
@@ -31,6 +32,7 @@ __all__ = [
     "fill_draft_bitmasks",
     "apply_token_bitmask_inplace",
     "available_backends",
+    "DEFAULT_BACKEND",
 ]
 
 

@@ -5,7 +5,7 @@ choice lists, GBNF grammars, structural tags), from Rust, without the GIL.
 The loop::
 
     info = TokenizerInfo.from_tokenizer_json("tokenizer.json", vocab_size=128256)
-    compiler = Compiler(info)                      # backend "earley" by default
+    compiler = Compiler(info)                      # backend "auto" by default
     grammar = compiler.compile_json_schema({"type": "object"})
     matcher = grammar.matcher()
     bitmask = allocate_token_bitmask(1, info.vocab_size)
@@ -40,6 +40,10 @@ from os import PathLike
 from typing import Any, Literal, Mapping, Optional, Union
 
 __version__: str
+
+DEFAULT_BACKEND: str
+"""``"auto"``: the backend a :class:`Compiler` (and the SGLang and vLLM
+plug-ins, and ``python -m tokensieve.bench``) use when none is named."""
 
 class GrammarError(ValueError):
     """A constraint could not be compiled, a backend could not be created, or
@@ -186,11 +190,20 @@ class Compiler:
     """Compiles constraints for one vocabulary with one backend, through a
     cache shared by every thread that uses this compiler.
 
-    ``backend``: ``"earley"`` (default: any grammar, recursive schemas),
-    ``"regex-fsm"`` (alias ``"outlines"``: regular languages only; recursion
-    needs ``max_depth``), ``"none"`` (every token allowed), or a backend
-    registered in Rust. An unknown name raises :class:`GrammarError` (kind
-    ``"unknown_backend"``) listing the available ones.
+    ``backend``: ``"auto"`` (default, :data:`DEFAULT_BACKEND`: everything
+    ``"earley"`` takes, answered by earley from the first mask; where the
+    language is regular, a regex-fsm table is built on a background thread
+    of the lowest priority, within a budget, and live matchers move onto it
+    at their next call, at the same position and with the same rollback
+    history: masks, acceptance, rollback and jump-forward are the same
+    before and after the move), ``"earley"`` (any grammar, recursive
+    schemas; no background work), ``"regex-fsm"`` (alias ``"outlines"``:
+    regular languages only; recursion needs ``max_depth``), ``"none"``
+    (every token allowed), or a backend registered in Rust
+    (:func:`available_backends` lists them). An unknown name raises
+    :class:`GrammarError` (kind ``"unknown_backend"``) listing the
+    available ones. ``options={"tables": False}`` makes ``"auto"`` earley
+    with no thread.
 
     ``cache_size``: compiled grammars kept (least recently compiled evicted
     first; errors are cached too). ``0`` disables the cache.
@@ -213,7 +226,7 @@ class Compiler:
     def __init__(
         self,
         info: TokenizerInfo,
-        backend: str = "earley",
+        backend: str = "auto",
         *,
         cache_size: int = 1024,
         max_rollback: int = 32,
@@ -356,7 +369,11 @@ class Matcher:
     def __copy__(self) -> Matcher: ...
     def stats(self) -> dict[str, float]:
         """``masks``, ``mask_time_total_s``, ``mask_time_max_s``,
-        ``tokens_accepted``, ``rollbacks``, ``compile_time_s``."""
+        ``tokens_accepted``, ``rollbacks``, ``compile_time_s``, and
+        ``cache_hit`` (``True`` when the backend's compile came from a cache of
+        its own: for ``"auto"``, a regex-fsm table built for the same
+        constraint earlier, so this matcher is on the table from the start;
+        the :class:`Compiler`'s own cache is not counted)."""
 
 def allocate_token_bitmask(
     rows: int, vocab_size: int, *, kind: Literal["auto", "torch", "numpy"] = "auto"
@@ -418,4 +435,5 @@ __all__ = [
     "fill_draft_bitmasks",
     "apply_token_bitmask_inplace",
     "available_backends",
+    "DEFAULT_BACKEND",
 ]

@@ -16,7 +16,10 @@ Then, for tokensieve only, batch fills: matchers of the sampled schemas, each
 at its own position inside a valid instance, filled `B` rows per call with
 `fill_next_token_bitmask_batch` (GIL released, rows in parallel) against the
 same rows filled one call per row; every round all matchers step one token
-further (untimed), so no mask is a repeat. Reported as rows per second.
+further (untimed), so no mask is a repeat. Reported as rows per second (and
+CPU time per row); --batch-only runs these alone, --batch-cold with fresh
+compiles (masks that need parser work), --batch-threads with that many
+threads per batch.
 
 With --rust-cli PATH (the `tokensieve` binary), `tokensieve bench maskbench`
 runs on the same files and its TTFM/TBM are shown in the same table, so the
@@ -448,19 +451,34 @@ def rust_cli(args, files: List[str]) -> Optional[Dict[str, Any]]:
 
 
 def batch_figures(args, files: List[str]) -> List[Dict[str, Any]]:
-    """Rows/s of batch fills against the same rows one call each (tokensieve)."""
+    """Rows/s of batch fills against the same rows one call each (tokensieve).
+
+    Each repeat runs the two ways back to back (in alternating order), so both
+    see the same load on a shared machine; the speed-up is the median of the
+    repeats' ratios, the rows/s the best of each. CPU µs per row is the
+    process's CPU time (every thread) over the timed calls: what the rows
+    cost whatever share of the cores the machine gave. `--batch-cold`: every
+    run compiles the schemas afresh (a new Compiler, so new caches), so each
+    mask needs parser work rather than a cached row."""
     info = ts.TokenizerInfo.from_tokenizer_json(args.tokenizer)
-    compiler = ts.Compiler(info, args.backend)
+
+    def new_compiler() -> ts.Compiler:
+        return ts.Compiler(info, args.backend, cache_size=0, threads=args.batch_threads)
+
+    compiler = new_compiler()
     rng = random.Random(args.seed)
     rounds = args.batch_rounds
-    # (grammar, tokens, start) for positions with `rounds` tokens left.
+    # (schema, tokens, start) for positions with `rounds` tokens left.
     pool = []
+    grammars: Dict[str, Any] = {}
     for path in files:
         doc = json.load(open(path, encoding="utf-8"))
+        schema = json.dumps(doc["schema"], ensure_ascii=False)
         try:
-            g = compiler.compile_json_schema(json.dumps(doc["schema"], ensure_ascii=False), strict=False)
+            g = compiler.compile_json_schema(schema, strict=False)
         except ts.GrammarError:
             continue
+        grammars[schema] = g
         for t in doc.get("tests", []):
             if not t["valid"]:
                 continue
@@ -471,7 +489,7 @@ def batch_figures(args, files: List[str]) -> List[Dict[str, Any]]:
             if len(toks) > rounds:
                 m = g.matcher()
                 if m.validate_tokens(toks) == len(toks):
-                    pool.append((g, toks, rng.randrange(0, len(toks) - rounds)))
+                    pool.append((schema, toks, rng.randrange(0, len(toks) - rounds)))
     if not pool:
         return []
     out = []
@@ -480,33 +498,69 @@ def batch_figures(args, files: List[str]) -> List[Dict[str, Any]]:
         bm = ts.allocate_token_bitmask(B, info.vocab_size, kind="numpy")
 
         def positioned():
+            if args.batch_cold:
+                c = new_compiler()
+                gs = {sc: c.compile_json_schema(sc, strict=False) for sc in {p[0] for p in picks}}
+            else:
+                gs = grammars
             ms = []
-            for g, toks, s in picks:
-                m = g.matcher()
+            for schema, toks, s in picks:
+                m = gs[schema].matcher()
                 m.accept_tokens(toks[:s])
                 ms.append(m)
             return ms
 
-        def run(batched: bool) -> float:
+        def run(batched: bool) -> tuple:
             ms = positioned()
-            total = 0
+            wall = cpu = 0
             for r in range(rounds):
+                c0 = time.process_time_ns()
                 a = time.perf_counter_ns()
                 if batched:
                     ts.fill_next_token_bitmask_batch(ms, bm)
                 else:
                     for i, m in enumerate(ms):
                         m.fill_next_token_bitmask(bm, i)
-                total += time.perf_counter_ns() - a
-                for m, (g, toks, s) in zip(ms, picks):
+                wall += time.perf_counter_ns() - a
+                cpu += time.process_time_ns() - c0
+                for m, (_, toks, s) in zip(ms, picks):
                     m.accept_token(toks[s + r])
-            return B * rounds / (total / 1e9)
+            rows = B * rounds
+            return rows / (wall / 1e9), cpu / 1e3 / rows
 
         run(True)  # warm
-        seq = max(run(False) for _ in range(args.batch_repeats))
-        par = max(run(True) for _ in range(args.batch_repeats))
-        out.append({"batch": B, "one_by_one_rows_s": seq, "batched_rows_s": par, "speedup": par / seq})
+        seq, par, ratios = [], [], []
+        for k in range(args.batch_repeats):
+            if k % 2:
+                p, q = run(True), run(False)
+            else:
+                q, p = run(False), run(True)
+            seq.append(q)
+            par.append(p)
+            ratios.append(p[0] / q[0])
+        out.append({
+            "batch": B,
+            "one_by_one_rows_s": max(x[0] for x in seq),
+            "batched_rows_s": max(x[0] for x in par),
+            "speedup": sorted(ratios)[len(ratios) // 2],
+            "one_by_one_cpu_us_row": min(x[1] for x in seq),
+            "batched_cpu_us_row": min(x[1] for x in par),
+            "load": os.getloadavg()[0],
+        })
     return out
+
+
+def print_batch(args, files: List[str]) -> None:
+    b = batch_figures(args, files)
+    print(table(b, [
+        ("batch", lambda r: str(r["batch"])),
+        ("one call per row, rows/s", lambda r: f"{r['one_by_one_rows_s']:,.0f}"),
+        ("fill_next_token_bitmask_batch, rows/s", lambda r: f"{r['batched_rows_s']:,.0f}"),
+        ("speed-up (median)", lambda r: f"{r['speedup']:.2f}x"),
+        ("CPU µs/row, one by one", lambda r: f"{r['one_by_one_cpu_us_row']:.2f}"),
+        ("CPU µs/row, batch", lambda r: f"{r['batched_cpu_us_row']:.2f}"),
+        ("load", lambda r: f"{r['load']:.1f}"),
+    ]))
 
 
 def table(rows: List[Dict[str, Any]], cols: List[tuple]) -> str:
@@ -521,7 +575,8 @@ def table(rows: List[Dict[str, Any]], cols: List[tuple]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tokensieve.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", required=True, help="tokenizer.json")
-    ap.add_argument("--backend", default="earley", help="tokensieve backend (default earley)")
+    ap.add_argument("--backend", default=ts.DEFAULT_BACKEND,
+                    help=f"tokensieve backend (default {ts.DEFAULT_BACKEND})")
     ap.add_argument("--engines", default=None, help="comma list (default: every installed one of "
                     + ", ".join(ENGINES) + ")")
     ap.add_argument("--sample", type=int, default=0, help="files to sample (0 = all)")
@@ -529,7 +584,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per compile before the engine is skipped")
     ap.add_argument("--batch-sizes", default="1,16,128")
     ap.add_argument("--batch-rounds", type=int, default=8, help="tokens each matcher steps through")
-    ap.add_argument("--batch-repeats", type=int, default=3, help="runs per figure (the best is kept)")
+    ap.add_argument("--batch-repeats", type=int, default=3,
+                    help="paired runs per figure (best rows/s, median speed-up)")
+    ap.add_argument("--batch-threads", type=int, default=None,
+                    help="threads of a batch fill, the caller included (default: one per core)")
+    ap.add_argument("--batch-cold", action="store_true",
+                    help="compile afresh for every batch run (every mask needs parser work)")
+    ap.add_argument("--batch-only", action="store_true",
+                    help="only the batch fills (no MaskBench walk)")
     ap.add_argument("--rust-cli", default=None, help="the tokensieve binary, to add its own figures")
     ap.add_argument("--out", default=None, help="write every record (JSON lines) here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -547,6 +609,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error("no MaskBench files given")
     engines = args.engines.split(",") if args.engines else [e for e in ENGINES if installed(e)]
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    if args.batch_only:
+        print_batch(args, files)
+        return 0
     print(f"bench: {len(files)} files, engines {', '.join(engines)}", file=sys.stderr)
     args.versions = {}
     records = drive(args, files, engines)
@@ -572,13 +637,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ]))
     if "tokensieve" in engines and args.batch_sizes:
         print()
-        b = batch_figures(args, files)
-        print(table(b, [
-            ("batch", lambda r: str(r["batch"])),
-            ("one call per row, rows/s", lambda r: f"{r['one_by_one_rows_s']:,.0f}"),
-            ("fill_next_token_bitmask_batch, rows/s", lambda r: f"{r['batched_rows_s']:,.0f}"),
-            ("speed-up", lambda r: f"{r['speedup']:.2f}x"),
-        ]))
+        print_batch(args, files)
     return 0
 
 

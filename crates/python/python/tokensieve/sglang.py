@@ -35,8 +35,9 @@ BACKEND_NAME = "tokensieve"
 #: and jump-forward retokenization rolls back the re-split tail.
 MAX_ROLLBACK_TOKENS = 200
 
-#: Environment variable choosing the tokensieve backend ("earley" by default,
-#: "regex-fsm" for regular constraints only).
+#: Environment variable choosing the tokensieve backend (``"auto"``,
+#: ``tokensieve.DEFAULT_BACKEND``, by default; ``"earley"`` for no background
+#: table builds, ``"regex-fsm"`` for regular constraints only).
 BACKEND_ENV = "TOKENSIEVE_SGLANG_BACKEND"
 
 if importlib.util.find_spec("sglang") is not None:
@@ -292,7 +293,7 @@ class TokensieveGrammarBackend(_BackendBase):
         eos_token_ids: Optional[Sequence[int]] = None,
         *,
         any_whitespace: bool = True,
-        backend: str = "earley",
+        backend: str = tokensieve.DEFAULT_BACKEND,
         max_rollback: int = MAX_ROLLBACK_TOKENS,
         tokenizer_info: Optional[tokensieve.TokenizerInfo] = None,
     ) -> None:
@@ -424,7 +425,7 @@ def create_grammar_backend(
         vocab_size,
         eos_token_ids,
         any_whitespace=not serving.constrained_json_disable_any_whitespace,
-        backend=os.environ.get(BACKEND_ENV, "earley"),
+        backend=os.environ.get(BACKEND_ENV, tokensieve.DEFAULT_BACKEND),
     )
     if serving.reasoning_parser:
         from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarBackend

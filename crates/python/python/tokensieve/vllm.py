@@ -49,8 +49,9 @@ logger = logging.getLogger(__name__)
 #: The value of ``structured_outputs_config.backend`` that selects tokensieve.
 BACKEND_NAME = "tokensieve"
 
-#: Environment variable choosing the tokensieve backend ("earley" by default,
-#: "regex-fsm" for regular constraints only).
+#: Environment variable choosing the tokensieve backend (``"auto"``,
+#: ``tokensieve.DEFAULT_BACKEND``, by default; ``"earley"`` for no background
+#: table builds, ``"regex-fsm"`` for regular constraints only).
 BACKEND_ENV = "TOKENSIEVE_VLLM_BACKEND"
 
 #: Rollback every matcher keeps at least; vLLM rolls back at most the number
@@ -142,7 +143,7 @@ class TokensieveBackend(StructuredOutputBackend):
         spec_config = getattr(self.vllm_config, "speculative_config", None)
         num_spec = getattr(spec_config, "num_speculative_tokens", 0) or 0
         self.max_rollback = max(MIN_ROLLBACK, num_spec)
-        self.backend_name = os.environ.get(BACKEND_ENV, "earley")
+        self.backend_name = os.environ.get(BACKEND_ENV, tokensieve.DEFAULT_BACKEND)
         if hasattr(self.tokenizer, "__len__"):
             # Like vLLM's guidance backend: rows wide enough for every token
             # id even when the model's logits are narrower than the tokenizer.
@@ -255,7 +256,11 @@ def _validation_compiler() -> tokensieve.Compiler:
     info = tokensieve.TokenizerInfo.from_token_bytes(
         [bytes([b]) for b in range(256)], stop_token_ids=[]
     )
-    return tokensieve.Compiler(info, os.environ.get(BACKEND_ENV, "earley"))
+    backend = os.environ.get(BACKEND_ENV, tokensieve.DEFAULT_BACKEND)
+    # A validation compile is thrown away: auto without tables accepts what
+    # auto accepts (earley's language) and starts no background build.
+    options = {"tables": False} if backend == "auto" else None
+    return tokensieve.Compiler(info, backend, options=options)
 
 
 def validate_request(structured_outputs: Any, any_whitespace: bool = True) -> None:
