@@ -36,9 +36,11 @@ pub struct RegexFsmConfig {
     /// Heap bytes the determinizer may use for the NFA state sets behind
     /// the DFA's states: their total size is the work of determinization
     /// (a DFA of few states, each a set of thousands of NFA states, costs
-    /// seconds in a small table). Default 16 MiB, reached in 0.4–1.4 s on
-    /// this 2-core machine by the slowest regexes fuzzing found
-    /// (`.{0,1000}{4}`, `x{0,10010}`); at 32 MiB they took up to 2.7 s.
+    /// seconds in a small table). Default 8 MiB, reached in 0.4–1.1 s on
+    /// this 2-core machine by the slowest regexes and grammars fuzzing
+    /// found (`.{0,1000}{4}`, `x{0,10010}`, identifiers with an optional
+    /// separator); at 32 MiB they took up to 2.7 s. No MaskBench dev
+    /// schema needs more than 8 MiB (at 1 MiB, 139 of them would fail).
     pub determinize_size_limit: usize,
     /// Heap bytes the token index (distinct mask rows + per-state row ids)
     /// may use. Default 512 MiB. A dense row costs `vocab_size / 8` bytes
@@ -83,7 +85,7 @@ impl Default for RegexFsmConfig {
             max_dfa_states: 50_000,
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
-            determinize_size_limit: 16 << 20,
+            determinize_size_limit: 8 << 20,
             max_index_bytes: 512 << 20,
             minimize: true,
             max_whitespace: 20,
