@@ -40,7 +40,7 @@ pub struct RegexFsmConfig {
     /// this 2-core machine by the slowest regexes and grammars fuzzing
     /// found (`.{0,1000}{4}`, `x{0,10010}`, identifiers with an optional
     /// separator); at 32 MiB they took up to 2.7 s. No MaskBench dev
-    /// schema needs more than 8 MiB (at 1 MiB, 139 of them would fail).
+    /// schema needs more than 8 MiB; four need more than 4 MiB.
     pub determinize_size_limit: usize,
     /// Heap bytes the token index (distinct mask rows + per-state row ids)
     /// may use. Default 512 MiB. A dense row costs `vocab_size / 8` bytes
