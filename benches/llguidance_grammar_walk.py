@@ -42,7 +42,7 @@ from importlib.metadata import version as pkg_version
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llguidance_json_walk import KNOWN_STOP_TOKENS, err_str, run_file  # noqa: E402
+from llguidance_json_walk import err_str, load_tokenizers, run_file  # noqa: E402
 
 
 def corpora(inputs):
@@ -73,18 +73,8 @@ def main() -> int:
 
     import llguidance
     from llguidance.gbnf_to_lark import gbnf_to_lark
-    from tokenizers import Tokenizer
 
-    with open(args.tokenizer, encoding="utf-8") as f:
-        tok_json = f.read()
-    hf = Tokenizer.from_str(tok_json)
-    hf.encode_special_tokens = True
-    vocab = hf.get_vocab(with_added_tokens=True)
-    added = {a["content"] for a in json.loads(tok_json).get("added_tokens", [])}
-    stops = [vocab[s] for s in KNOWN_STOP_TOKENS if s in vocab and s in added]
-    if not stops:
-        sys.exit("no stop token found in the tokenizer")
-    lltok = llguidance.LLTokenizer(tok_json, eos_token=stops)
+    hf, lltok, stops = load_tokenizers(args.tokenizer)
     nwords = (lltok.vocab_size + 31) // 32
     mask = np.zeros(nwords, dtype=np.uint32)
     mv = memoryview(mask)

@@ -113,6 +113,27 @@ def err_str(e: BaseException) -> str:
     return s if len(s) <= 2000 else s[:2000] + "..."
 
 
+def load_tokenizers(path):
+    """The Hugging Face tokenizer (special-token spellings in text encoded
+    as text, as tokensieve's encoder does), llguidance's tokenizer of the
+    same file, and the stop tokens it names."""
+    import llguidance
+    from tokenizers import Tokenizer
+
+    with open(path, encoding="utf-8") as f:
+        tok_json = f.read()
+    hf = Tokenizer.from_str(tok_json)
+    hf.encode_special_tokens = True
+    vocab = hf.get_vocab(with_added_tokens=True)
+    added = {a["content"] for a in json.loads(tok_json).get("added_tokens", [])}
+    stops = [vocab[s] for s in KNOWN_STOP_TOKENS if s in vocab and s in added]
+    if not stops:
+        sys.exit("no stop token found in the tokenizer")
+    # LLTokenizer takes the tokenizer.json text itself (as peerbench does);
+    # llguidance.hf.from_tokenizer would need transformers for the same thing.
+    return hf, llguidance.LLTokenizer(tok_json, eos_token=stops), stops
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", required=True, help="HF tokenizer.json (Llama 3)")
@@ -126,22 +147,8 @@ def main() -> int:
     args = ap.parse_args()
 
     import llguidance
-    from tokenizers import Tokenizer
 
-    with open(args.tokenizer, encoding="utf-8") as f:
-        tok_json = f.read()
-    hf = Tokenizer.from_str(tok_json)
-    # Special-token spellings inside instance text are encoded as text, not
-    # as the special token (tokensieve's encoder does the same).
-    hf.encode_special_tokens = True
-    vocab = hf.get_vocab(with_added_tokens=True)
-    added = {a["content"] for a in json.loads(tok_json).get("added_tokens", [])}
-    stops = [vocab[s] for s in KNOWN_STOP_TOKENS if s in vocab and s in added]
-    if not stops:
-        sys.exit("no stop token found in the tokenizer")
-    # LLTokenizer takes the tokenizer.json text itself (as peerbench does);
-    # llguidance.hf.from_tokenizer would need transformers for the same thing.
-    lltok = llguidance.LLTokenizer(tok_json, eos_token=stops)
+    hf, lltok, stops = load_tokenizers(args.tokenizer)
     grammar = GRAMMARS[args.grammar]
     if grammar is None:
         grammar = llguidance.LLMatcher.grammar_from_lark("start: %json {}")
