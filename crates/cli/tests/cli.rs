@@ -587,17 +587,21 @@ fn bench_grammars_walks_each_grammar_over_its_texts() {
     s.file("word/only.txt", "yes");
     let out = s.0.join("out.jsonl").display().to_string();
     let dir = s.0.display().to_string();
-    let o = run(&[
-        "bench",
-        "grammars",
-        "--backend",
-        "earley",
-        "--tokenizer",
-        &tokenizer(),
-        "--out",
-        &out,
-        &dir,
-    ]);
+    let tok = tokenizer();
+    let bench = || {
+        run(&[
+            "bench",
+            "grammars",
+            "--backend",
+            "earley",
+            "--tokenizer",
+            &tok,
+            "--out",
+            &out,
+            &dir,
+        ])
+    };
+    let o = bench();
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let records: Vec<serde_json::Value> = std::fs::read_to_string(&out)
         .unwrap()
@@ -617,16 +621,6 @@ fn bench_grammars_walks_each_grammar_over_its_texts() {
     assert_eq!(records[1]["tests"][0]["accepted"], true);
 
     std::fs::remove_dir_all(s.0.join("word")).unwrap();
-    let o = run(&[
-        "bench",
-        "grammars",
-        "--backend",
-        "earley",
-        "--tokenizer",
-        &tokenizer(),
-        "--out",
-        &out,
-        &dir,
-    ]);
+    let o = bench();
     assert_bad_input(&o, "word");
 }
