@@ -117,6 +117,11 @@
 //!   `O + 1` walks a mask. Masks of a set shape already met cost a row
 //!   read ([`EarleyConfig::mask_cache_bytes`]).
 //!
+//! Where a run of bytes splits into lexemes in many ways, items alike but
+//! for where they start are one when those levels hold the same waiting
+//! items (up to the levels those start in): the items at a node of a
+//! word's splits are then a few, not one per split point.
+//!
 //! The bounds are polynomial in the grammar and the token length, never
 //! exponential in how many ways a text parses; [`EarleyConfig::max_items`]
 //! and [`EarleyConfig::max_step_work`] cap them (the latter at well under
@@ -125,6 +130,7 @@
 mod backend;
 mod config;
 mod lexeme;
+mod lift;
 mod lower;
 mod matcher;
 mod parser;

@@ -31,6 +31,7 @@ use crate::lexeme::{
     LexDfa, LexVocab, Lexeme, Making, ParsedTexts, Recipe, Skeletons, SourcePart, TreeSource,
     VocabSkeleton, counted_lexeme, intersection_lexeme, lazy_lexeme, lexeme, parts_dfa,
 };
+use crate::lift::lift_repetitions;
 use crate::parser::{Cfg, Sym};
 
 /// Regex [`weight`](tokensieve_grammar::pieces::weight) (about NFA
@@ -830,6 +831,11 @@ impl<'a> Lowering<'a> {
 
     /// Adds `START ::= root_syms` and returns the flat grammar.
     fn finish(mut self, root_syms: Vec<Sym>, root_nullable: bool) -> Cfg {
+        let lexemes = &self.lexemes;
+        lift_repetitions(&mut self.syms, &mut self.alts, &mut self.nullable, |l| {
+            let lexeme = &lexemes[l as usize];
+            lexeme.accepts(lexeme.start())
+        });
         let start = self.alts.len() as u32;
         let start_pos = self.syms.len() as u32;
         self.syms.extend(root_syms);
