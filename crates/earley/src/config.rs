@@ -80,6 +80,12 @@ pub struct EarleyConfig {
     /// `nfa_size_limit` is then a step error naming it, not a compile
     /// error. `false` makes every NFA at compile. Default true.
     pub defer_lexemes: bool,
+    /// Whether a mask walks the trie below a node holding a few lexeme
+    /// items by those lexemes' own walks (their precomputed rows, the
+    /// parser only where one may end), or every node through the parser.
+    /// The two give the same masks; `false` is slower, and is there to
+    /// test the parser's walk on every node. Default true.
+    pub lexeme_walks: bool,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -104,6 +110,7 @@ impl Default for EarleyConfig {
             shared_lexemes: true,
             lazy_lexemes: true,
             defer_lexemes: true,
+            lexeme_walks: true,
             max_whitespace: 20,
         }
     }
@@ -112,7 +119,7 @@ impl Default for EarleyConfig {
 impl EarleyConfig {
     /// The names of the knobs [`EarleyConfig::from_backend_config`] reads
     /// from `options`.
-    pub const OPTIONS: [&'static str; 15] = [
+    pub const OPTIONS: [&'static str; 16] = [
         "max_lexeme_states",
         "max_total_lexeme_states",
         "max_lexeme_regex_len",
@@ -127,6 +134,7 @@ impl EarleyConfig {
         "shared_lexemes",
         "lazy_lexemes",
         "defer_lexemes",
+        "lexeme_walks",
         "max_whitespace",
     ];
 
@@ -153,6 +161,7 @@ impl EarleyConfig {
             shared_lexemes: config.option("shared_lexemes", d.shared_lexemes)?,
             lazy_lexemes: config.option("lazy_lexemes", d.lazy_lexemes)?,
             defer_lexemes: config.option("defer_lexemes", d.defer_lexemes)?,
+            lexeme_walks: config.option("lexeme_walks", d.lexeme_walks)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;

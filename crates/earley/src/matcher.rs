@@ -80,6 +80,7 @@ impl EarleyMatcher {
             ..Default::default()
         };
         EarleyMatcher {
+            walker: Walker::new(grammar.config.lexeme_walks),
             cur: grammar.initial.clone(),
             history: VecDeque::new(),
             grammar,
@@ -87,7 +88,6 @@ impl EarleyMatcher {
             poisoned: None,
             memo: None,
             spare: Vec::new(),
-            walker: Walker::default(),
             shape: Vec::new(),
             markers: Vec::new(),
             stats,
@@ -404,7 +404,7 @@ impl GrammarObject for EarleyMatcher {
             poisoned: self.poisoned.clone(),
             memo: None,
             spare: Vec::new(),
-            walker: Walker::default(),
+            walker: Walker::new(self.grammar.config.lexeme_walks),
             shape: Vec::new(),
             markers: Vec::new(),
             stats: self.stats.clone(),

@@ -403,7 +403,20 @@ pub(crate) fn close(
     items: &mut Vec<Item>,
     locals: &[Level],
     budget: &mut Budget,
+    frontier: Option<&mut Frontier>,
+) -> Result<(), StepError> {
+    close_reading(cfg, items, locals, budget, frontier, None)
+}
+
+/// [`close`], noting in `read` (when given) the levels of `locals` that
+/// completions read.
+fn close_reading(
+    cfg: &Cfg,
+    items: &mut Vec<Item>,
+    locals: &[Level],
+    budget: &mut Budget,
     mut frontier: Option<&mut Frontier>,
+    mut read: Option<&mut Vec<u32>>,
 ) -> Result<(), StepError> {
     // Seeds may repeat (two lexeme states stepping to the same one): the
     // first of each is kept, in place (moving them to a fresh vector was
@@ -471,6 +484,9 @@ pub(crate) fn close(
                         _ => s.waiting.each(cfg, &s.items, r, budget, &mut add)?,
                     },
                     Origin::Local(j) => {
+                        if let Some(read) = read.as_deref_mut() {
+                            read.push(*j);
+                        }
                         let level = &locals[*j as usize];
                         // Scanned lexeme items, but at the base of a walk
                         // from a set's items, read whole as a small set.
@@ -806,7 +822,11 @@ fn shape_append(
 /// take, and (while summarizing) the completions it left pending.
 #[derive(Debug)]
 pub(crate) struct Chunk {
+    /// The items, those before a lexeme first (the ones a byte scans).
     items: Vec<Item>,
+    lexical: usize,
+    /// The levels the items waiting for a rule start in, sorted.
+    older: Box<[u32]>,
     first: [u64; 4],
     reached: Vec<(u32, u32)>,
     /// A hash of the keys of the items that are not complete (see
@@ -819,7 +839,22 @@ pub(crate) struct Chunk {
 }
 
 impl Chunk {
-    fn new(cfg: &Cfg, items: Vec<Item>, reached: Vec<(u32, u32)>) -> Chunk {
+    fn new(cfg: &Cfg, mut items: Vec<Item>, reached: Vec<(u32, u32)>) -> Chunk {
+        let is_lexical = |i: &Item| matches!(cfg.syms[i.pos as usize], Sym::Lex(_));
+        // Like seeds still list their items in the same order.
+        if !items.is_sorted_by_key(|i| !is_lexical(i)) {
+            items.sort_by_key(|i| !is_lexical(i));
+        }
+        let lexical = items.partition_point(is_lexical);
+        let mut older: Vec<u32> = items[lexical..]
+            .iter()
+            .filter_map(|i| match (cfg.syms[i.pos as usize], &i.origin) {
+                (Sym::Rule(_), Origin::Local(x)) => Some(*x),
+                _ => None,
+            })
+            .collect();
+        older.sort_unstable();
+        older.dedup();
         let live = items
             .iter()
             .filter(|i| !matches!(cfg.syms[i.pos as usize], Sym::End(_)))
@@ -835,12 +870,20 @@ impl Chunk {
         let unrooted = !items.iter().any(|i| matches!(i.origin, Origin::Local(_)));
         Chunk {
             unrooted,
-            first: first_bytes_of(cfg, &items),
+            first: first_bytes_of(cfg, &items[..lexical]),
+            lexical,
+            older: older.into_boxed_slice(),
             items,
             reached,
             live,
             waiting: Waiting::default(),
         }
+    }
+
+    /// The items before a lexeme.
+    #[inline]
+    fn lexical(&self) -> &[Item] {
+        &self.items[..self.lexical]
     }
 
     #[inline]
@@ -899,6 +942,12 @@ pub(crate) struct Level {
     own: Vec<Item>,
     chunks: Vec<Arc<Chunk>>,
     memo: FxHashMap<u32, Arc<Chunk>>,
+    /// Changes whenever the level is made anew: what a closure read from
+    /// the level still holds while its stamp is the same.
+    stamp: u64,
+    /// The level's class ([`Walker::class_of`]) once asked, else
+    /// [`Level::NO_CLASS`] (classes count from 1).
+    class: u32,
 }
 
 /// The bytes the lexeme items of `items` can take.
@@ -921,7 +970,7 @@ impl Level {
     /// what it memoized still holds: the exits of one lexeme share the
     /// closures after the lexemes that follow it (the same at every exit),
     /// as when each was walked from one base level.
-    fn hold(&mut self, group: &mut Vec<Arc<Chunk>>) {
+    fn hold(&mut self, group: &mut Vec<Arc<Chunk>>, stamp: u64) {
         let same = self.own.is_empty()
             && self.chunks.len() == group.len()
             && self
@@ -933,11 +982,15 @@ impl Level {
             group.clear();
             return;
         }
-        self.reset();
+        self.reset(stamp);
         self.chunks.append(group);
     }
 
-    fn reset(&mut self) {
+    const NO_CLASS: u32 = 0;
+
+    fn reset(&mut self, stamp: u64) {
+        self.stamp = stamp;
+        self.class = Self::NO_CLASS;
         self.own.clear();
         self.chunks.clear();
         // Clearing a map writes all its room, empty or not: a level is
@@ -948,12 +1001,70 @@ impl Level {
     }
 }
 
+/// A chunk made for an item whose origin level held `chunks`: the chunk
+/// of that item at any level that holds the same ones (see
+/// [`Walker::alike_key`]). The chunks are kept, not their addresses, so
+/// that an address is not reused by another chunk while the entry lives.
+struct Alike {
+    /// The level the chunk was made for, and whether some open item of it
+    /// starts there (then it is the chunk at another level with that
+    /// level's index in their place).
+    at: u32,
+    rooted: bool,
+    chunks: Vec<Arc<Chunk>>,
+    /// The other levels the closure read, with their stamps then.
+    read: Vec<(u32, u64)>,
+    chunk: Arc<Chunk>,
+}
+
+/// A hash of the chunks `chunks` (their addresses), whatever their order.
+fn chunks_hash(chunks: &[Arc<Chunk>]) -> u64 {
+    chunks
+        .iter()
+        .map(|c| {
+            let mut h = FxHasher::default();
+            h.write_usize(Arc::as_ptr(c) as usize);
+            h.finish()
+        })
+        .fold(0u64, u64::wrapping_add)
+}
+
+/// Whether `a` and `b` hold the same chunks (by address), whatever their
+/// order; a level's chunks are a few and distinct.
+fn same_chunks(a: &[Arc<Chunk>], b: &[Arc<Chunk>]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.iter().any(|y| Arc::ptr_eq(x, y)))
+}
+
 /// Scratch of mask walks, kept by a matcher between masks.
 #[derive(Default)]
 pub(crate) struct Walker {
     levels: Vec<Level>,
     /// Chunks of items whose origin is a chart set, for one walk.
     set_memo: FxHashMap<(u32, usize), Arc<Chunk>>,
+    /// Chunks of items whose origin is a level, by item position and what
+    /// that level holds ([`Walker::alike_key`]), for one walk.
+    alike: FxHashMap<(u32, u64), Vec<Alike>>,
+    /// The last stamp given to a level ([`Level::stamp`]).
+    stamps: u64,
+    /// The classes of levels ([`Walker::class_of`]) by what waits in them,
+    /// for one walk.
+    classes: FxHashMap<Vec<(u32, u32, u64)>, u32>,
+    /// The classes of levels of chunks alone, by the chunks' addresses
+    /// and the classes of the older levels they point at; the chunks are
+    /// kept so that their addresses are not reused meanwhile.
+    classes_by_chunks: FxHashMap<Vec<u64>, u32>,
+    class_chunks: Vec<Arc<Chunk>>,
+    /// Whether subtrees may be walked by lexemes
+    /// ([`crate::EarleyConfig::lexeme_walks`]).
+    lexeme_walks: bool,
+    /// Room of [`Walker::walk_nodes`]: the lexeme items that may end at
+    /// a node, by position, lexeme state and closure.
+    ended: Vec<(u32, u32, Arc<Chunk>)>,
+    /// Room of [`Walker::merge_alike_origins`].
+    places: Vec<(u32, u32)>,
+    kept_keys: Vec<(u32, u32, u64)>,
+    /// The levels a closure read, while one is made for [`Walker::alike`].
+    read: Vec<u32>,
     /// The chunks of one walk by [`Chunk::live`]: a chunk that goes on as
     /// one made before ([`Chunk::same_future`]) is that one, so that the
     /// levels and exits holding it compare pointers.
@@ -1179,6 +1290,13 @@ impl Seen {
 }
 
 impl Walker {
+    pub(crate) fn new(lexeme_walks: bool) -> Walker {
+        Walker {
+            lexeme_walks,
+            ..Walker::default()
+        }
+    }
+
     /// Level 0 of the next walk, cleared.
     /// A row of `words` zeros for a summary's tokens: the kept one.
     fn zeroed_row(&mut self, words: usize) -> Vec<u32> {
@@ -1205,9 +1323,16 @@ impl Walker {
         if self.levels.is_empty() {
             self.levels.push(Level::default());
         }
+        let stamp = self.stamp();
         let level = &mut self.levels[0];
-        level.reset();
+        level.reset(stamp);
         &mut level.own
+    }
+
+    /// A stamp no level has had.
+    fn stamp(&mut self) -> u64 {
+        self.stamps += 1;
+        self.stamps
     }
 
     /// Forgets what the last walk left (a walk that ended in an error
@@ -1218,6 +1343,14 @@ impl Walker {
         }
         if !self.interned.is_empty() {
             self.interned.clear();
+        }
+        if !self.alike.is_empty() {
+            self.alike.clear();
+        }
+        if !self.classes.is_empty() {
+            self.classes.clear();
+            self.classes_by_chunks.clear();
+            self.class_chunks.clear();
         }
         self.exits.clear();
         self.noted.clear();
@@ -1323,8 +1456,9 @@ impl Walker {
                     group.push(chunk);
                 }
             }
+            let stamp = self.stamp();
             let level = &mut self.levels[k];
-            level.hold(&mut group);
+            level.hold(&mut group, stamp);
             self.group = group;
             let mut bytes = [0u64; 4];
             for c in &level.chunks {
@@ -1371,8 +1505,9 @@ impl Walker {
             if self.levels.len() <= k {
                 self.levels.resize_with(k + 1, Level::default);
             }
+            let stamp = self.stamp();
             let level = &mut self.levels[k];
-            level.reset();
+            level.reset(stamp);
             Self::take_exits(&mut self.exits, cfg, node, &mut level.chunks);
             let mut bytes = [0u64; 4];
             for c in &level.chunks {
@@ -1682,21 +1817,96 @@ impl Walker {
         if let Some(c) = known {
             return Ok(c.clone());
         }
+        let alike_key = match item.origin {
+            Origin::Local(k) => self.alike_key(cfg, k as usize, item.pos),
+            _ => None,
+        };
+        if let Some(key) = alike_key {
+            let level = &self.levels[key.1 as usize];
+            let levels = &self.levels;
+            let found = self.alike.get(&(key.0, key.2)).and_then(|known| {
+                known.iter().find(|a| {
+                    same_chunks(&a.chunks, &level.chunks)
+                        && a.read
+                            .iter()
+                            .all(|&(j, stamp)| levels[j as usize].stamp == stamp)
+                })
+            });
+            let found = found.map(|a| {
+                if !a.rooted || a.at == key.1 {
+                    return Ok(a.chunk.clone());
+                }
+                // Made for another level: its items that start there
+                // start here.
+                let (from, to) = (Origin::Local(a.at), Origin::Local(key.1));
+                let items = a
+                    .chunk
+                    .items
+                    .iter()
+                    .map(|i| Item {
+                        origin: if i.origin == from {
+                            to.clone()
+                        } else {
+                            i.origin.clone()
+                        },
+                        ..i.clone()
+                    })
+                    .collect::<Vec<Item>>();
+                Err((items, a.chunk.reached.clone()))
+            });
+            let found = found.map(|made| match made {
+                Ok(chunk) => chunk,
+                Err((items, reached)) => self.intern(cfg, Chunk::new(cfg, items, reached)),
+            });
+            if let Some(chunk) = found {
+                self.levels[key.1 as usize]
+                    .memo
+                    .insert(item.pos, chunk.clone());
+                return Ok(chunk);
+            }
+        }
         let mut items = vec![cfg.advanced(item)];
         let reached_before = frontier.as_ref().map_or(0, |f| f.reached.len());
         let mut frontier = frontier;
-        close(
+        let mut read = std::mem::take(&mut self.read);
+        read.clear();
+        close_reading(
             cfg,
             &mut items,
             &self.levels[..d],
             budget,
             frontier.as_deref_mut(),
+            alike_key.is_some().then_some(&mut read),
         )?;
         let reached = match frontier {
             Some(f) => f.reached.drain(reached_before..).collect(),
             None => Vec::new(),
         };
         let chunk = self.intern(cfg, Chunk::new(cfg, items, reached));
+        if let Some((pos, k, hash)) = alike_key {
+            let at_level = Origin::Local(k);
+            let rooted_here = chunk
+                .items
+                .iter()
+                .any(|i| i.origin == at_level && !matches!(cfg.syms[i.pos as usize], Sym::End(_)));
+            read.sort_unstable();
+            read.dedup();
+            let levels = &self.levels;
+            let read = read
+                .iter()
+                .filter(|&&j| j != k)
+                .map(|&j| (j, levels[j as usize].stamp))
+                .collect();
+            let chunks = levels[k as usize].chunks.clone();
+            self.alike.entry((pos, hash)).or_default().push(Alike {
+                at: k,
+                rooted: rooted_here,
+                chunks,
+                read,
+                chunk: chunk.clone(),
+            });
+        }
+        self.read = read;
         match &item.origin {
             Origin::Local(k) => {
                 self.levels[*k as usize]
@@ -1710,6 +1920,160 @@ impl Walker {
             Origin::Here => {}
         }
         Ok(chunk)
+    }
+
+    /// The class of level `k`: levels of one class hold the same items
+    /// waiting for a rule, their origins the same (a level's own origin,
+    /// `Here` in its chunks, counting as the same in both, and older
+    /// levels compared by class). Completing a rule into either level
+    /// gives the same items, but for origins of the same class, so items
+    /// alike but for origins of one class go on alike (they are bisimilar):
+    /// one of them is enough. The splits of a run of names into names
+    /// (`name ws name` with `ws` empty) start items at every byte, each in
+    /// a level of the same class.
+    fn class_of(&mut self, cfg: &Cfg, k: usize) -> u32 {
+        let known = self.levels[k].class;
+        if known != Level::NO_CLASS {
+            return known;
+        }
+        let level = &self.levels[k];
+        let own_waits = level
+            .own
+            .iter()
+            .any(|i| matches!(cfg.syms[i.pos as usize], Sym::Rule(_)));
+        // The older levels first (a level's items start in older ones).
+        let mut older: Vec<u32> = level
+            .chunks
+            .iter()
+            .flat_map(|c| c.older.iter().copied())
+            .collect();
+        if own_waits {
+            older.extend(level.own.iter().filter_map(|i| match i.origin {
+                Origin::Local(x) => Some(x),
+                _ => None,
+            }));
+        }
+        older.sort_unstable();
+        older.dedup();
+        older.retain(|&x| x as usize != k);
+        let older_classes: Vec<u32> = older
+            .iter()
+            .map(|&x| self.class_of(cfg, x as usize))
+            .collect();
+        // Mostly a level holds chunks met before, at other levels.
+        let by_chunks = (!own_waits).then(|| {
+            let level = &self.levels[k];
+            let mut key: Vec<u64> = level.chunks.iter().map(|c| Arc::as_ptr(c) as u64).collect();
+            key.sort_unstable();
+            key.extend(older_classes.iter().map(|&c| c as u64));
+            key
+        });
+        if let Some(class) = by_chunks
+            .as_ref()
+            .and_then(|key| self.classes_by_chunks.get(key))
+        {
+            let class = *class;
+            self.levels[k].class = class;
+            return class;
+        }
+        let levels = &self.levels;
+        let level = &levels[k];
+        let mut key: Vec<(u32, u32, u64)> = level
+            .own
+            .iter()
+            .chain(
+                level
+                    .chunks
+                    .iter()
+                    .flat_map(|c| c.items[c.lexical..].iter()),
+            )
+            .filter(|i| matches!(cfg.syms[i.pos as usize], Sym::Rule(_)))
+            .map(|i| {
+                let origin = match &i.origin {
+                    Origin::Here => u64::MAX,
+                    Origin::Local(x) if *x as usize == k => u64::MAX,
+                    Origin::Local(x) => u64::MAX - 1 - levels[*x as usize].class as u64,
+                    Origin::Set(s) => Arc::as_ptr(s) as u64,
+                };
+                (i.pos, i.lex, origin)
+            })
+            .collect();
+        key.sort_unstable();
+        key.dedup();
+        let next = self.classes.len() as u32 + 1;
+        let class = *self.classes.entry(key).or_insert(next);
+        if let Some(key) = by_chunks {
+            self.class_chunks
+                .extend(self.levels[k].chunks.iter().cloned());
+            self.classes_by_chunks.insert(key, class);
+        }
+        self.levels[k].class = class;
+        class
+    }
+
+    /// Removes from `items` (scanned into a level, their lexeme items
+    /// repeated with other origins) those alike but for an origin of the
+    /// same class as a kept one's ([`Walker::class_of`]).
+    fn merge_alike_origins(&mut self, cfg: &Cfg, items: &mut Vec<Item>) {
+        let repeated = if items.len() <= 8 {
+            let place = |i: &Item| (i.pos, i.lex);
+            (1..items.len()).any(|k| items[..k].iter().any(|i| place(i) == place(&items[k])))
+        } else {
+            let mut places = std::mem::take(&mut self.places);
+            places.clear();
+            places.extend(items.iter().map(|i| (i.pos, i.lex)));
+            places.sort_unstable();
+            let repeated = places.windows(2).any(|w| w[0] == w[1]);
+            self.places = places;
+            repeated
+        };
+        if !repeated {
+            return;
+        }
+        let mut kept = std::mem::take(&mut self.kept_keys);
+        kept.clear();
+        let mut k = 0;
+        while k < items.len() {
+            let origin = match &items[k].origin {
+                Origin::Local(x) => u64::MAX - 1 - self.class_of(cfg, *x as usize) as u64,
+                other => other.key() as u64,
+            };
+            let key = (items[k].pos, items[k].lex, origin);
+            if kept.contains(&key) {
+                items.swap_remove(k);
+            } else {
+                kept.push(key);
+                k += 1;
+            }
+        }
+        self.kept_keys = kept;
+    }
+
+    /// The key of [`Walker::alike`] for an item at `pos` whose origin is
+    /// level `k`: `(pos, k, hash of the level's chunks)`, or `None` where
+    /// the level's own items may be parents (the base of a walk).
+    ///
+    /// The chunk after such an item is its closure, whose completions into
+    /// level `k` read only the items of the level's chunks that wait for a
+    /// rule (a level's own items are scanned ones, before a lexeme). Two
+    /// levels holding the same chunks give the same closure, but for the
+    /// items whose origin is the level itself (the chunks' `Here`, rebased):
+    /// a chunk holding none that is open is shared by every such level
+    /// (complete items are never read again). Where a lexeme may follow
+    /// itself or end empty (`[a-z]+ ([ ]* [a-z]+)*`), every byte of a word
+    /// is a split point and a level of its own, all holding the same
+    /// chunks: closed once, not once per byte of every token.
+    fn alike_key(&self, cfg: &Cfg, k: usize, pos: u32) -> Option<(u32, u32, u64)> {
+        let level = &self.levels[k];
+        if level.chunks.is_empty()
+            || level
+                .own
+                .iter()
+                .any(|i| matches!(cfg.syms[i.pos as usize], Sym::Rule(_)))
+        {
+            return None;
+        }
+        Some((pos, k as u32, chunks_hash(&level.chunks)))
     }
 
     /// Walks the trie nodes `first..end` (a run of whole subtrees) from
@@ -1750,7 +2114,7 @@ impl Walker {
                 scan(cfg, &from.own, &here, n.byte, &mut scanned);
                 for c in &from.chunks {
                     if c.takes(n.byte) {
-                        scan(cfg, &c.items, &here, n.byte, &mut scanned);
+                        scan(cfg, c.lexical(), &here, n.byte, &mut scanned);
                     }
                 }
             }
@@ -1763,6 +2127,9 @@ impl Walker {
                 continue;
             }
             dedupe(&mut scanned, &mut self.seen);
+            if scanned.len() > 1 {
+                self.merge_alike_origins(cfg, &mut scanned);
+            }
             if scanned.len() > budget.max_items {
                 return Err(StepError::LimitExceeded {
                     what: "the Earley items after one byte".into(),
@@ -1771,18 +2138,39 @@ impl Walker {
                 });
             }
             budget.spend(scanned.len())?;
-            self.levels[d].reset();
-            for item in &scanned {
+            let stamp = self.stamp();
+            self.levels[d].reset(stamp);
+            // The lexeme items that may end here, each with its closure:
+            // two with the same position, lexeme state and closure go on
+            // alike (the splits of a word into words), and one is kept.
+            let mut ended = std::mem::take(&mut self.ended);
+            ended.clear();
+            let mut k = 0;
+            while k < scanned.len() {
+                let item = &scanned[k];
                 let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+                    k += 1;
                     continue;
                 };
                 if !cfg.lexemes[l as usize].accepts(item.lex) {
+                    k += 1;
                     continue;
                 }
                 let chunk = match &mut summarizing {
                     Some((frontier, _)) => self.chunk(cfg, item, d, budget, Some(frontier))?,
                     None => self.chunk(cfg, item, d, budget, None)?,
                 };
+                if scanned.len() > 1 {
+                    let alike = |(pos, lex, c): &(u32, u32, Arc<Chunk>)| {
+                        (*pos, *lex) == (item.pos, item.lex) && Arc::ptr_eq(c, &chunk)
+                    };
+                    if ended.iter().any(alike) {
+                        scanned.swap_remove(k);
+                        continue;
+                    }
+                    ended.push((item.pos, item.lex, chunk.clone()));
+                }
+                k += 1;
                 if let Some((_, pending)) = &mut summarizing {
                     for &(marker, rule) in &chunk.reached {
                         pending.push((marker, rule, j as u32, n.depth));
@@ -1793,6 +2181,8 @@ impl Walker {
                     level.chunks.push(chunk);
                 }
             }
+            ended.clear();
+            self.ended = ended;
             std::mem::swap(&mut self.levels[d].own, &mut scanned);
             if self.exits.any_before(j as u32 + 1) {
                 Self::take_exits(&mut self.exits, cfg, j as u32, &mut self.levels[d].chunks);
@@ -1815,14 +2205,27 @@ impl Walker {
 
     /// Whether the subtree below a node at level `d` is walked lexeme by
     /// lexeme ([`LEXEME_WALKS`], [`NARROW_WALKS`]).
+    ///
+    /// Not where a lexeme of the level may start again right after it
+    /// (`[a-z]+` repeated with an empty lexeme between): every byte below
+    /// is then a split point, each lexeme walk would meet the walks of the
+    /// splits after it, and none of them would see the others. Walked by
+    /// the parser, the splits meet in one level, where those with the
+    /// same future are one item ([`Walker::walk_nodes`]).
     fn walks_lexemes(&self, cfg: &Cfg, d: usize) -> bool {
-        let own = &self.levels[d].own;
-        own.len() <= LEXEME_WALKS
+        let level = &self.levels[d];
+        let own = &level.own;
+        let few = own.len() <= LEXEME_WALKS
             || own.len() <= NARROW_WALKS
                 && own.iter().all(|i| match cfg.syms[i.pos as usize] {
                     Sym::Lex(l) => !cfg.lexemes[l as usize].is_wide(i.lex),
                     _ => true,
-                })
+                });
+        if !self.lexeme_walks || !few {
+            return false;
+        }
+        let again = |j: &Item| own.iter().any(|i| i.pos == j.pos);
+        !level.chunks.iter().any(|c| c.lexical().iter().any(again))
     }
 
     /// [`Walker::walk_nodes`] below `node`, whose level's items (its own
