@@ -61,8 +61,9 @@
 //! `x{m,n}` is `m` copies of `x` followed by a chain of `n - m` nested
 //! optionals (`O_k ::= "" | x O_(k-1)`), so its size is linear in `n`, and a
 //! repetition of a multi-symbol item first turns the item into one helper
-//! rule, so nested repetitions add up instead of multiplying. Adjacent
-//! literals are merged.
+//! rule, so nested repetitions add up instead of multiplying. A loop
+//! repeated is one loop (`(x*)*` and `(x+)*` are `x*`, `(x+)+` is `x+`).
+//! Adjacent literals are merged.
 //!
 //! # Limits
 //!
@@ -757,6 +758,19 @@ impl Parser<'_> {
             Symbol::NonTerminal(self.new_helper(vec![item], at)?)
         };
         let (m, n) = (min as usize, max.map(|n| n as usize));
+        // A loop repeated is a loop: `(y*)` under any count but zero is
+        // `y*`, `(y+)*` and `(y+)?` are `y*`, `(y+)+` is `y+`. Nested loops
+        // over one item accept the same text as one loop, but an Earley
+        // parse carries an item for every loop and every way to split the
+        // text among them (a hundred stacked `*` made one token cost more
+        // than `max_step_work`).
+        if let Some((plus, y)) = self.loop_of(&x) {
+            match (plus, m, n) {
+                (false, _, _) | (true, 1, None) => return Ok(Some(x)),
+                (true, 0, None | Some(1)) => return self.repeat(vec![y], 0, None, at),
+                _ => {}
+            }
+        }
         // Checked before building anything so that a huge count fails fast.
         let cost = match n {
             None => m + 5,
@@ -806,6 +820,29 @@ impl Parser<'_> {
             }
         };
         Ok(Some(symbol))
+    }
+
+    /// `(false, y)` when `x` is a helper made by [`Self::repeat`] for `y*`
+    /// (`R ::= "" | R y`), `(true, y)` for `y+` (`R ::= y | R y`).
+    fn loop_of(&self, x: &Symbol) -> Option<(bool, Symbol)> {
+        let Symbol::NonTerminal(id) = x else {
+            return None;
+        };
+        let rule = &self.rules[id.index()];
+        if !matches!(rule.origin, RuleOrigin::Helper { .. }) {
+            return None;
+        }
+        match rule.alternatives.as_slice() {
+            [first, again] if again.len() == 2 && again[0] == *x => {
+                let y = &again[1];
+                match first.as_slice() {
+                    [] => Some((false, y.clone())),
+                    [only] if only == y => Some((true, y.clone())),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     /// Checks what only the whole grammar can tell and hands it out.
@@ -1071,6 +1108,46 @@ mod tests {
         assert!(
             text.contains("root_1 ::= \"a\\n\" | [\\x00-\\\\\\^-w{-\\U0010FFFF]"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn loops_of_loops_are_one_loop() {
+        // A hundred stacked `*` make one helper, as one `*` does.
+        let stacked = grammar(&format!(r#"root ::= "ab"{}"#, "*".repeat(100)));
+        let single = grammar(r#"root ::= "ab"*"#);
+        assert_eq!(stacked.rules().len(), 2, "{stacked}");
+        assert_eq!(stacked.to_string(), single.to_string());
+        // Every form, against the same language written with one loop
+        // each, on every string of up to six letters.
+        let nested = grammar(r#"root ::= ("a"+)* "b" ("c"+)+ ("d"+)? ("e"*){2,3} ("a"*)+ ("c"?)*"#);
+        let flat = grammar(r#"root ::= "a"* "b" "c"+ "d"* "e"* "a"* "c"*"#);
+        let letters = b"abcde";
+        let mut texts = vec![Vec::new()];
+        for len in 1..=6 {
+            let mut next = Vec::new();
+            for t in texts.iter().filter(|t: &&Vec<u8>| t.len() == len - 1) {
+                for &l in letters {
+                    let mut u = t.clone();
+                    u.push(l);
+                    next.push(u);
+                }
+            }
+            texts.extend(next);
+        }
+        let mut accepted = 0;
+        for t in &texts {
+            let want = flat.accepts(t);
+            assert_eq!(nested.accepts(t), want, "{:?}", String::from_utf8_lossy(t));
+            accepted += usize::from(want);
+        }
+        assert!(accepted > 100, "{accepted} texts accepted");
+        // `("c"?)*` above keeps its `?` helper (not a loop); a count of a
+        // loop other than those collapsed keeps its copies.
+        let counted = grammar(r#"root ::= ("a"+){2}"#);
+        assert!(
+            counted.accepts(b"aa") && !counted.accepts(b"a"),
+            "{counted}"
         );
     }
 }
