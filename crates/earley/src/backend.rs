@@ -624,6 +624,48 @@ mod tests {
         assert_eq!(warm.summaries.lock().unwrap().len(), 2);
     }
 
+    /// The bytes that may follow a name are those of whatever may come
+    /// next in the grammar: through an optional rule, and through the end
+    /// of a rule to every place that refers to it.
+    #[test]
+    fn follow_sets_go_through_empty_rules_and_rule_ends() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let gbnf = r#"
+            root ::= call (";" call)*
+            call ::= name args?
+            args ::= "(" (call ("," call)*)? ")"
+            name ::= [a-z]+
+        "#;
+        let g = EarleyBackend::new(vocab, EarleyConfig::default())
+            .compile_earley(&Constraint::ebnf(gbnf, "root"), &CancelToken::new())
+            .unwrap();
+        let cfg = &g.inner.cfg;
+        let set = |bytes: &[u8]| {
+            let mut set = [0u64; 4];
+            for &b in bytes {
+                set[b as usize >> 6] |= 1 << (b & 63);
+            }
+            set
+        };
+        let mut names = 0;
+        for (pos, sym) in cfg.syms.iter().enumerate() {
+            let crate::parser::Sym::Lex(l) = *sym else {
+                continue;
+            };
+            let lexeme = &cfg.lexemes[l as usize];
+            let first = lexeme.first_bytes(lexeme.start());
+            if first == &set(b"abcdefghijklmnopqrstuvwxyz") {
+                names += 1;
+                assert_eq!(cfg.follow(pos as u32), set(b"(;,)"), "at {pos}");
+            } else if first == &set(b"(") {
+                // After "(": a name or ")".
+                let want = set(b"abcdefghijklmnopqrstuvwxyz)");
+                assert_eq!(cfg.follow(pos as u32), want, "at {pos}");
+            }
+        }
+        assert!(names >= 1, "no name position");
+    }
+
     /// A long bounded string (from [`COUNTED_BLOCK_WEIGHT`]'s 38
     /// characters) is a counted lexeme even where the object around it
     /// fits one lexeme (a count inside it would make a DFA state of the big

@@ -86,6 +86,13 @@ pub struct EarleyConfig {
     /// The two give the same masks; `false` is slower, and is there to
     /// test the parser's walk on every node. Default true.
     pub lexeme_walks: bool,
+    /// A lexeme state with more exits than this (trie nodes where it may
+    /// end inside a token: a name ends at every letter) walks on only from
+    /// those with a child that may follow the lexeme at its place in the
+    /// grammar (its FOLLOW set, in bytes). The masks are the same either
+    /// way; `0` filters every exit and `usize::MAX` none, to test both.
+    /// Default 16.
+    pub follow_exits: usize,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -111,6 +118,7 @@ impl Default for EarleyConfig {
             lazy_lexemes: true,
             defer_lexemes: true,
             lexeme_walks: true,
+            follow_exits: 16,
             max_whitespace: 20,
         }
     }
@@ -119,7 +127,7 @@ impl Default for EarleyConfig {
 impl EarleyConfig {
     /// The names of the knobs [`EarleyConfig::from_backend_config`] reads
     /// from `options`.
-    pub const OPTIONS: [&'static str; 16] = [
+    pub const OPTIONS: [&'static str; 17] = [
         "max_lexeme_states",
         "max_total_lexeme_states",
         "max_lexeme_regex_len",
@@ -135,6 +143,7 @@ impl EarleyConfig {
         "lazy_lexemes",
         "defer_lexemes",
         "lexeme_walks",
+        "follow_exits",
         "max_whitespace",
     ];
 
@@ -162,6 +171,7 @@ impl EarleyConfig {
             lazy_lexemes: config.option("lazy_lexemes", d.lazy_lexemes)?,
             defer_lexemes: config.option("defer_lexemes", d.defer_lexemes)?,
             lexeme_walks: config.option("lexeme_walks", d.lexeme_walks)?,
+            follow_exits: config.option("follow_exits", d.follow_exits)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;

@@ -850,6 +850,7 @@ impl<'a> Lowering<'a> {
             lexemes: self.lexemes,
             start_pos,
             accept_pos,
+            follow: Default::default(),
         }
     }
 }

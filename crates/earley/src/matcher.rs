@@ -80,7 +80,7 @@ impl EarleyMatcher {
             ..Default::default()
         };
         EarleyMatcher {
-            walker: Walker::new(grammar.config.lexeme_walks),
+            walker: Walker::new(grammar.config.lexeme_walks, grammar.config.follow_exits),
             cur: grammar.initial.clone(),
             history: VecDeque::new(),
             grammar,
@@ -404,7 +404,10 @@ impl GrammarObject for EarleyMatcher {
             poisoned: self.poisoned.clone(),
             memo: None,
             spare: Vec::new(),
-            walker: Walker::new(self.grammar.config.lexeme_walks),
+            walker: Walker::new(
+                self.grammar.config.lexeme_walks,
+                self.grammar.config.follow_exits,
+            ),
             shape: Vec::new(),
             markers: Vec::new(),
             stats: self.stats.clone(),

@@ -102,6 +102,28 @@ pub(crate) struct Cfg {
     pub start_pos: u32,
     /// The position of its end: a set holding it may end the output.
     pub accept_pos: u32,
+    /// The bytes that may follow each lexeme position, made when a walk
+    /// first asks ([`Cfg::follow`]).
+    pub follow: FollowMemo,
+}
+
+/// What [`Cfg::follow`] has worked out: per rule the positions that refer
+/// to it, and per position asked the bytes that may follow it.
+#[derive(Debug, Default)]
+pub(crate) struct FollowMemo {
+    uses: OnceLock<Vec<Vec<u32>>>,
+    bytes: Mutex<FxHashMap<u32, [u64; 4]>>,
+    /// Per lexeme position and state of many exits, those that lead on
+    /// ([`Walker::exits_leading`]).
+    exits: Mutex<FxHashMap<(u32, u32), Arc<LeadingExits>>>,
+}
+
+/// The exits of a lexeme state at one position of the grammar that have
+/// a child that may follow it, and the trie nodes below them.
+#[derive(Debug)]
+pub(crate) struct LeadingExits {
+    exits: Vec<(u32, u32)>,
+    span: usize,
 }
 
 impl Cfg {
@@ -129,6 +151,101 @@ impl Cfg {
             pos: item.pos + 1,
             lex: self.initial(item.pos + 1),
             origin: item.origin.clone(),
+        }
+    }
+
+    /// The bytes that may come right after the symbol at `pos` in some
+    /// sentence of the grammar (its FOLLOW set, in bytes): the first bytes
+    /// of every lexeme that may start there, through empty lexemes and
+    /// rules and through the ends of rules to every place that refers to
+    /// them. A lexeme that ends at a trie node with no child among these
+    /// bytes leads no token further, whatever the stack below it.
+    ///
+    /// Made the first time a position is asked (it makes the automata of
+    /// the lexemes that may follow), then kept; one search of the grammar,
+    /// each rule expanded at most once each way.
+    pub(crate) fn follow(&self, pos: u32) -> [u64; 4] {
+        let known = self
+            .follow
+            .bytes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&pos)
+            .copied();
+        if let Some(f) = known {
+            return f;
+        }
+        let uses = self.follow.uses.get_or_init(|| {
+            let mut uses = vec![Vec::new(); self.alts.len()];
+            for (q, s) in self.syms.iter().enumerate() {
+                if let Sym::Rule(r) = s {
+                    uses[*r as usize].push(q as u32);
+                }
+            }
+            uses
+        });
+        let mut out = [0u64; 4];
+        let mut first_done = vec![false; self.alts.len()];
+        let mut follow_done = vec![false; self.alts.len()];
+        // Positions to read from (rightwards), rules whose firsts to add.
+        let mut positions = vec![pos + 1];
+        let mut rules: Vec<u32> = Vec::new();
+        loop {
+            if let Some(r) = rules.pop() {
+                for &a in &self.alts[r as usize] {
+                    self.firsts_from(a, &mut out, &mut first_done, &mut rules);
+                }
+                continue;
+            }
+            let Some(q) = positions.pop() else {
+                break;
+            };
+            if let Some(r) = self.firsts_from(q, &mut out, &mut first_done, &mut rules) {
+                if !std::mem::replace(&mut follow_done[r as usize], true) {
+                    positions.extend(uses[r as usize].iter().map(|&u| u + 1));
+                }
+            }
+        }
+        self.follow
+            .bytes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pos, out);
+        out
+    }
+
+    /// Adds to `out` the first bytes of the lexemes at and after `q` up to
+    /// the first that may not be empty, queueing the rules met (once each)
+    /// in `rules`; the rule whose end it reached, if it did.
+    fn firsts_from(
+        &self,
+        mut q: u32,
+        out: &mut [u64; 4],
+        first_done: &mut [bool],
+        rules: &mut Vec<u32>,
+    ) -> Option<u32> {
+        loop {
+            match self.syms[q as usize] {
+                Sym::Lex(l) => {
+                    let lexeme = &self.lexemes[l as usize];
+                    for (o, f) in out.iter_mut().zip(lexeme.first_bytes(lexeme.start())) {
+                        *o |= f;
+                    }
+                    if !lexeme.accepts(lexeme.start()) {
+                        return None;
+                    }
+                }
+                Sym::Rule(r) => {
+                    if !std::mem::replace(&mut first_done[r as usize], true) {
+                        rules.push(r);
+                    }
+                    if !self.nullable[r as usize] {
+                        return None;
+                    }
+                }
+                Sym::End(r) => return Some(r),
+            }
+            q += 1;
         }
     }
 
@@ -1057,9 +1174,18 @@ pub(crate) struct Walker {
     /// Whether subtrees may be walked by lexemes
     /// ([`crate::EarleyConfig::lexeme_walks`]).
     lexeme_walks: bool,
+    /// Exits of a lexeme state past which only those that lead on are
+    /// walked ([`crate::EarleyConfig::follow_exits`]).
+    follow_exits: usize,
     /// Room of [`Walker::walk_nodes`]: the lexeme items that may end at
     /// a node, by position, lexeme state and closure.
     ended: Vec<(u32, u32, Arc<Chunk>)>,
+    /// [`Cfg::follow`] of the positions asked so far (a walker serves one
+    /// grammar), read without the grammar's lock.
+    follows: FxHashMap<u32, [u64; 4]>,
+    /// Room of [`Walker::summarize`]: per lexeme item, its exits that lead
+    /// on ([`Walker::exits_leading`]).
+    leading: Vec<Option<Arc<LeadingExits>>>,
     /// Room of [`Walker::merge_alike_origins`].
     places: Vec<(u32, u32)>,
     kept_keys: Vec<(u32, u32, u64)>,
@@ -1290,11 +1416,68 @@ impl Seen {
 }
 
 impl Walker {
-    pub(crate) fn new(lexeme_walks: bool) -> Walker {
+    pub(crate) fn new(lexeme_walks: bool, follow_exits: usize) -> Walker {
         Walker {
             lexeme_walks,
+            follow_exits,
             ..Walker::default()
         }
+    }
+
+    /// Whether a child of trie node `node` may follow the symbol at `pos`
+    /// ([`Cfg::follow`]): where none may, a lexeme ending there leads no
+    /// token further.
+    fn leads_on(&mut self, cfg: &Cfg, trie: &TokenTrie, node: u32, pos: u32) -> bool {
+        let (bytes, _) = trie.kids(node as usize);
+        if bytes.is_empty() {
+            return false;
+        }
+        let follow = self.follows.entry(pos).or_insert_with(|| cfg.follow(pos));
+        bytes
+            .iter()
+            .any(|&b| follow[b as usize >> 6] >> (b & 63) & 1 == 1)
+    }
+
+    /// The exits of `state` (lexeme state `lex` of the lexeme at `pos`)
+    /// that lead on ([`Walker::leads_on`]), where it has more than
+    /// `follow_exits`; made once per grammar.
+    fn exits_leading(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        (pos, lex): (u32, u32),
+        state: &StateIndex,
+    ) -> Option<Arc<LeadingExits>> {
+        if state.exits.len() <= self.follow_exits {
+            return None;
+        }
+        let known = cfg
+            .follow
+            .exits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(pos, lex))
+            .cloned();
+        if known.is_some() {
+            return known;
+        }
+        let exits: Vec<(u32, u32)> = state
+            .exits
+            .iter()
+            .copied()
+            .filter(|&(node, _)| self.leads_on(cfg, trie, node, pos))
+            .collect();
+        let span = exits
+            .iter()
+            .map(|&(node, _)| (trie.nodes[node as usize].next - node) as usize)
+            .sum();
+        let leading = Arc::new(LeadingExits { exits, span });
+        cfg.follow
+            .exits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((pos, lex), leading.clone());
+        Some(leading)
     }
 
     /// Level 0 of the next walk, cleared.
@@ -1585,6 +1768,9 @@ impl Walker {
             .filter(|i| matches!(cfg.syms[i.pos as usize], Sym::Lex(_)))
             .count();
         let mut span = 0;
+        // Per item, the exits that lead on where it has many.
+        let mut leading = std::mem::take(&mut self.leading);
+        leading.clear();
         if lexeme_items <= MANY_ITEMS {
             for item in &cur.items {
                 if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
@@ -1594,11 +1780,15 @@ impl Walker {
                         // by the trie, counted as one unit per 64 tokens.
                         budget.spend(trie.num_tokens() / 64)?;
                     }
-                    span += lexeme.state(item.lex).exit_span;
+                    let state = lexeme.state(item.lex);
+                    let exits = self.exits_leading(cfg, trie, (item.pos, item.lex), state);
+                    span += exits.as_ref().map_or(state.exit_span, |e| e.span);
+                    leading.push(exits);
                 }
             }
         }
         if lexeme_items > MANY_ITEMS || span > trie.num_nodes() / 2 {
+            self.leading = leading;
             let mut allowed = self.zeroed_row(words);
             self.base().extend(cur.items.iter().cloned());
             let first = first_bytes_of(cfg, &cur.items);
@@ -1614,17 +1804,23 @@ impl Walker {
             return Ok(Summary::new(self.row_set(allowed), pending));
         }
         if let Some(ids) = few_ids(cfg, &cur.items, words) {
+            self.leading = leading;
             return Ok(Summary::new(TokenSet::Sparse(ids), pending));
         }
         let mut allowed = self.zeroed_row(words);
         self.start();
-        for item in &cur.items {
+        let lexeme_items = cur
+            .items
+            .iter()
+            .filter(|i| matches!(cfg.syms[i.pos as usize], Sym::Lex(_)));
+        for (item, leads) in lexeme_items.zip(&leading) {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
-                continue;
+                unreachable!("filtered above");
             };
             let state = cfg.lexemes[l as usize].state(item.lex);
             state.inside.or_into(&mut allowed);
-            if state.exits.is_empty() {
+            let exits = leads.as_ref().map_or(&state.exits, |e| &e.exits);
+            if exits.is_empty() {
                 continue;
             }
             // The lexeme ends inside the token: the set right after it is
@@ -1632,13 +1828,15 @@ impl Walker {
             let after = vec![cfg.advanced_from(item, &here)];
             let chunk = Self::base_chunk(cfg, after, budget, Some(&mut frontier))?;
             let at_exit = std::mem::take(&mut frontier.reached);
-            for &(node, depth) in &state.exits {
+            for &(node, depth) in exits {
                 for &(marker, rule) in &at_exit {
                     pending.push((marker, rule, node, depth));
                 }
                 self.noted.push((node, depth, chunk.clone()));
             }
         }
+        leading.clear();
+        self.leading = leading;
         self.walk_noted(
             cfg,
             trie,
@@ -2355,7 +2553,14 @@ impl Walker {
                     row[t as usize / 32] |= 1 << (t % 32);
                 }
             }
+            // Where a lexeme may end at many nodes (a name, at every
+            // letter), only those with a child that may follow it lead
+            // anywhere: the tokens ending at an exit are kept above.
+            let filter = exits.len() > self.follow_exits;
             for &(e, depth) in &exits {
+                if filter && !self.leads_on(cfg, trie, e, item.pos) {
+                    continue;
+                }
                 let k = depth as usize;
                 if self.levels.len() <= k {
                     self.levels.resize_with(k + 1, Level::default);

@@ -293,10 +293,11 @@ fn random_grammars_agree_with_the_recognizer() {
 /// Masks are walked both ways (`lexeme_walks` on and off: by the
 /// lexemes' own walks where they can be, and by the parser at every node,
 /// where the items of one lexeme that differ only by where they start meet
-/// and are merged).
+/// and are merged), the first walking on from only the exits of a lexeme
+/// that a byte may follow (`follow_exits` 0), the second from all.
 fn check_masks(name: &str, gbnf: &str, vocab: &Arc<Vocabulary>, r: &mut SplitMix64) {
-    for lexeme_walks in [true, false] {
-        check_masks_on(name, gbnf, vocab, r, 6, lexeme_walks);
+    for (lexeme_walks, follow_exits) in [(true, 0), (false, usize::MAX)] {
+        check_masks_on(name, gbnf, vocab, r, 6, (lexeme_walks, follow_exits));
     }
 }
 
@@ -307,11 +308,12 @@ fn check_masks_on(
     vocab: &Arc<Vocabulary>,
     r: &mut SplitMix64,
     sentences: usize,
-    lexeme_walks: bool,
+    (lexeme_walks, follow_exits): (bool, usize),
 ) {
     let g = Grammar::from_gbnf(gbnf, "root").unwrap();
     let config = EarleyConfig {
         lexeme_walks,
+        follow_exits,
         ..EarleyConfig::default()
     };
     let compiled = EarleyBackend::new(vocab.clone(), config)
@@ -634,9 +636,14 @@ fn adjacent_lexeme_grammars_agree_with_the_recognizer() {
             }
         }
         if grammars % 16 == 0 {
-            // Every other one walked by the parser at every node.
-            let lexeme_walks = grammars % 32 != 0;
-            check_masks_on("adjacent lexemes", &gbnf, &vocab, &mut r, 2, lexeme_walks);
+            // Every other one walked by the parser at every node, the
+            // others walking on from only the exits a byte may follow.
+            let way = if grammars % 32 != 0 {
+                (true, 0)
+            } else {
+                (false, usize::MAX)
+            };
+            check_masks_on("adjacent lexemes", &gbnf, &vocab, &mut r, 2, way);
             masked += 1;
         }
     }
