@@ -116,7 +116,30 @@ pub(crate) struct FollowMemo {
     /// Per lexeme position and state of many exits, those that lead on
     /// ([`Walker::exits_leading`]).
     exits: Mutex<FxHashMap<(u32, u32), Arc<LeadingExits>>>,
+    /// Lexeme walks below big subtrees, by lexeme position, state and
+    /// node, with the heap bytes they hold ([`Walker::walk_lexemes_below`]).
+    below: Mutex<(FxHashMap<(u32, u32, u32), Arc<BelowWalk>>, usize)>,
 }
+
+/// One lexeme's walk below a trie node ([`Lexeme::walk_below`]): the runs
+/// of tokens that stay in the lexeme, the exits that lead on, and the work
+/// the walk was charged.
+#[derive(Debug)]
+pub(crate) struct BelowWalk {
+    runs: Vec<(u32, u32)>,
+    exits: Vec<(u32, u32)>,
+    work: usize,
+}
+
+/// A lexeme walk below a node with at least this many nodes in its
+/// subtree is kept ([`FollowMemo::below`]): an identifier below a space
+/// walks tens of thousands of nodes, and a C grammar starts one there
+/// at nearly every mask.
+const BELOW_MEMO_NODES: u32 = 256;
+
+/// Heap bytes of the lexeme walks a grammar keeps; past them all are
+/// dropped and the next walks kept afresh.
+const BELOW_MEMO_BYTES: usize = 32 << 20;
 
 /// The exits of a lexeme state at one position of the grammar that have
 /// a child that may follow it, and the trie nodes below them.
@@ -1424,6 +1447,38 @@ impl Walker {
         }
     }
 
+    /// The walk of `item`'s lexeme below node `j` ([`Lexeme::walk_below`])
+    /// into the rooms `kept` and `exits`, and the work it is charged: where
+    /// it has more than `follow_exits` exits, only those that lead on are
+    /// kept ([`Walker::leads_on`]); the tokens ending at an exit are in the
+    /// runs.
+    fn lexeme_walk(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        item: &Item,
+        j: usize,
+        (kept, exits): (&mut Runs, &mut Vec<(u32, u32)>),
+    ) -> usize {
+        let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+            unreachable!("a scanned item is a lexeme's");
+        };
+        kept.clear();
+        exits.clear();
+        cfg.lexemes[l as usize].walk_below(
+            j as u32,
+            item.lex,
+            trie.nodes[j].depth,
+            (kept, exits),
+            &mut self.below,
+        );
+        let work = kept.runs.len() + exits.len();
+        if exits.len() > self.follow_exits {
+            exits.retain(|&(e, _)| self.leads_on(cfg, trie, e, item.pos));
+        }
+        work
+    }
+
     /// Whether a child of trie node `node` may follow the symbol at `pos`
     /// ([`Cfg::follow`]): where none may, a lexeme ending there leads no
     /// token further.
@@ -2533,34 +2588,53 @@ impl Walker {
         // Taken (a walk below an exit takes its own) and put back.
         let mut kept = std::mem::take(&mut self.kept);
         let mut exits = std::mem::take(&mut self.lexeme_exits);
+        let big = n.next - j as u32 >= BELOW_MEMO_NODES;
         for item in &items {
-            let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
-                unreachable!("a scanned item is a lexeme's");
+            let key = (item.pos, item.lex, j as u32);
+            let known = big
+                .then(|| {
+                    let memo = cfg.follow.below.lock().unwrap_or_else(|e| e.into_inner());
+                    memo.0.get(&key).cloned()
+                })
+                .flatten();
+            // A walk made now is in the rooms; a big one is also kept.
+            let mut work = 0;
+            let walk = match known {
+                Some(walk) => Some(walk),
+                None => {
+                    work = self.lexeme_walk(cfg, trie, item, j, (&mut kept, &mut exits));
+                    if big {
+                        let walk = Arc::new(BelowWalk {
+                            runs: kept.runs.clone(),
+                            exits: exits.clone(),
+                            work,
+                        });
+                        let bytes = (walk.runs.len() + walk.exits.len()) * 8 + 64;
+                        let mut memo = cfg.follow.below.lock().unwrap_or_else(|e| e.into_inner());
+                        if memo.1 + bytes > BELOW_MEMO_BYTES {
+                            memo.0.clear();
+                            memo.1 = 0;
+                        }
+                        memo.1 += bytes;
+                        memo.0.insert(key, walk);
+                    }
+                    None
+                }
             };
-            kept.clear();
-            exits.clear();
-            let lexeme = &cfg.lexemes[l as usize];
-            lexeme.walk_below(
-                j as u32,
-                item.lex,
-                n.depth,
-                (&mut kept, &mut exits),
-                &mut self.below,
-            );
-            budget.spend(kept.runs.len() + exits.len())?;
-            for &(a, b) in &kept.runs {
+            let (runs, item_exits) = match &walk {
+                Some(w) => {
+                    work = w.work;
+                    (&w.runs, &w.exits)
+                }
+                None => (&kept.runs, &exits),
+            };
+            budget.spend(work)?;
+            for &(a, b) in runs {
                 for &t in &trie.tokens[a as usize..b as usize] {
                     row[t as usize / 32] |= 1 << (t % 32);
                 }
             }
-            // Where a lexeme may end at many nodes (a name, at every
-            // letter), only those with a child that may follow it lead
-            // anywhere: the tokens ending at an exit are kept above.
-            let filter = exits.len() > self.follow_exits;
-            for &(e, depth) in &exits {
-                if filter && !self.leads_on(cfg, trie, e, item.pos) {
-                    continue;
-                }
+            for &(e, depth) in item_exits {
                 let k = depth as usize;
                 if self.levels.len() <= k {
                     self.levels.resize_with(k + 1, Level::default);
