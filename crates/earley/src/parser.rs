@@ -118,8 +118,11 @@ pub(crate) struct FollowMemo {
     exits: Mutex<FxHashMap<(u32, u32), Arc<LeadingExits>>>,
     /// Lexeme walks below big subtrees, by lexeme position, state and
     /// node, with the heap bytes they hold ([`Walker::walk_lexemes_below`]).
-    below: Mutex<(FxHashMap<(u32, u32, u32), Arc<BelowWalk>>, usize)>,
+    below: Mutex<(BelowWalks, usize)>,
 }
+
+/// Lexeme walks by lexeme position, state and trie node.
+type BelowWalks = FxHashMap<(u32, u32, u32), Arc<BelowWalk>>;
 
 /// One lexeme's walk below a trie node ([`Lexeme::walk_below`]): the runs
 /// of tokens that stay in the lexeme, the exits that lead on, and the work
