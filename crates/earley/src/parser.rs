@@ -758,9 +758,23 @@ pub(crate) struct Frontier<'a> {
     cur: Option<&'a Arc<ESet>>,
     markers: &'a [Arc<ESet>],
     reached: Vec<(u32, u32)>,
+    /// In the summary of pending subtrees: per group whose origin set is
+    /// also one of `markers`, that marker, the group's rule and the set
+    /// after its completion. A completion reached again there is walked
+    /// in the same walk ([`Walker::summarize_pending`]).
+    loops: Vec<(u32, u32, Arc<Chunk>)>,
 }
 
 impl Frontier<'_> {
+    /// The set after completing `rule` in the set of `marker`, where that
+    /// is a completion the summary being made walks itself.
+    fn looped(&self, marker: u32, rule: u32) -> Option<&Arc<Chunk>> {
+        self.loops
+            .iter()
+            .find(|&&(m, r, _)| (m, r) == (marker, rule))
+            .map(|(_, _, chunk)| chunk)
+    }
+
     fn marker(&self, set: &Arc<ESet>) -> u32 {
         self.markers
             .iter()
@@ -1812,6 +1826,7 @@ impl Walker {
             cur: Some(cur),
             markers,
             reached: Vec::new(),
+            loops: Vec::new(),
         };
         let here = Origin::Set(cur.clone());
         // Per item, the tokens inside its lexeme are a precomputed row and
@@ -1914,7 +1929,7 @@ impl Walker {
         &mut self,
         cfg: &Cfg,
         trie: &TokenTrie,
-        groups: &[Group],
+        (groups, origins): (&[Group], &[Arc<ESet>]),
         after: &[Vec<Item>],
         markers: &[Arc<ESet>],
         words: usize,
@@ -1928,10 +1943,27 @@ impl Walker {
         at.sort_unstable();
         let mut found = self.zeroed_row(words);
         let mut pending = Vec::new();
+        // A group whose origin set is also an origin of the sets after it
+        // (a left-recursive rule, `T ::= x | T y`, completed inside a
+        // token: `y` ends and `T` completes in the same set again, at
+        // every letter of a run of names) is walked on here wherever its
+        // completion is reached again, not level after level.
+        let loops = groups
+            .iter()
+            .zip(origins)
+            .zip(after)
+            .filter(|(_, after)| !after.is_empty())
+            .filter_map(|((group, origin), after)| {
+                let m = markers.iter().position(|m| Arc::ptr_eq(m, origin))?;
+                let chunk = Arc::new(Chunk::new(cfg, after.clone(), Vec::new()));
+                Some((m as u32, group.rule, chunk))
+            })
+            .collect();
         let mut frontier = Frontier {
             cur: None,
             markers,
             reached: Vec::new(),
+            loops,
         };
         self.start();
         // The groups of the last node, whose union is `union`: the next
@@ -1991,6 +2023,7 @@ impl Walker {
         let mut markers = markers.to_vec();
         let mut key = Vec::new();
         let mut next_markers = Vec::new();
+        let mut origins = Vec::new();
         let mut first = true;
         loop {
             if !std::mem::take(&mut first) {
@@ -2025,6 +2058,15 @@ impl Walker {
                 shape_append(cfg, set, &mut key, &mut next_markers);
                 key.push((u32::MAX, u32::MAX, g as u32));
             }
+            // Which group's origin set is also an origin of the sets after
+            // them: the summary walks those completions itself.
+            origins.clear();
+            for (g, group) in summary.groups.iter().enumerate() {
+                let origin = markers[group.marker as usize].clone();
+                let again = next_markers.iter().position(|m| Arc::ptr_eq(m, &origin));
+                key.push((u32::MAX - 1, again.map_or(u32::MAX, |m| m as u32), g as u32));
+                origins.push(origin);
+            }
             let known = {
                 let children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
                 children.get(key.as_slice()).cloned()
@@ -2035,7 +2077,7 @@ impl Walker {
                     let child = Arc::new(self.summarize_pending(
                         cfg,
                         trie,
-                        &summary.groups,
+                        (&summary.groups, &origins),
                         &after,
                         &next_markers,
                         row.len(),
@@ -2427,9 +2469,17 @@ impl Walker {
                     ended.push((item.pos, item.lex, chunk.clone()));
                 }
                 k += 1;
-                if let Some((_, pending)) = &mut summarizing {
+                if let Some((frontier, pending)) = &mut summarizing {
                     for &(marker, rule) in &chunk.reached {
-                        pending.push((marker, rule, j as u32, n.depth));
+                        match frontier.looped(marker, rule) {
+                            Some(after) => {
+                                let level = &mut self.levels[d];
+                                if !level.chunks.iter().any(|c| c.same_future(cfg, after)) {
+                                    level.chunks.push(after.clone());
+                                }
+                            }
+                            None => pending.push((marker, rule, j as u32, n.depth)),
+                        }
                     }
                 }
                 let level = &mut self.levels[d];
@@ -2646,7 +2696,10 @@ impl Walker {
                     Some((frontier, pending)) => {
                         let chunk = self.chunk(cfg, item, k, budget, Some(frontier))?;
                         for &(marker, rule) in &chunk.reached {
-                            pending.push((marker, rule, e, depth));
+                            match frontier.looped(marker, rule) {
+                                Some(after) => noted.push((e, depth, after.clone())),
+                                None => pending.push((marker, rule, e, depth)),
+                            }
                         }
                         chunk
                     }

@@ -356,6 +356,34 @@ fn words_that_split_into_words_on_real_tokenizers() {
     );
 }
 
+/// A C-like postfix loop (`postfix ::= name suffix*`, lowered to the left
+/// recursion `T ::= name | T suffix`): in one token of dashes, every `--`
+/// completes `T` again in the set where the name began, which the mask
+/// walks in one pass rather than one completion level per suffix (Llama
+/// 3 has a token of 96 dashes: 48 of them).
+const POSTFIX_LOOP: &str = r#"
+root    ::= stmt+
+stmt    ::= expr ";" ws
+expr    ::= postfix (ws "+" ws postfix)*
+postfix ::= name suffix*
+suffix  ::= "--" | "++" | "." name | "(" ws ")" | "[" ws expr ws "]"
+name    ::= [a-z]+
+ws      ::= [ \n]*
+"#;
+
+#[test]
+fn postfix_loops_inside_a_token_on_real_tokenizers() {
+    let dashes = format!("a{};", "-".repeat(96));
+    let mixed = "x.y.z()[i++]--;\nb + c.d----++;".to_string();
+    run_case_on(
+        |name| name == "llama3",
+        "postfix loop",
+        &Constraint::ebnf(POSTFIX_LOOP, "root"),
+        &[&dashes, &mixed, "a--------------------------------;"],
+        &["a-;", "a---;", "a.;", "a(;"],
+    );
+}
+
 /// Four kinds of brackets, nested in any order, between runs of text.
 /// Text runs alternate with groups, so the grammar is unambiguous.
 const BRACKETS: &str = r#"
