@@ -113,9 +113,16 @@
 //!   origin, so a walk costs `O(T·K·(D + O)·(A + K·(D + O)))` item
 //!   operations and one lexeme DFA step per item and trie node below it.
 //!   Completions into sets older than the current one leave a walk below
-//!   the nodes where they happen, made from the sets they reach: at most
-//!   `O + 1` walks a mask. Masks of a set shape already met cost a row
-//!   read ([`EarleyConfig::mask_cache_bytes`]).
+//!   the nodes where they happen, made from the sets they reach, level by
+//!   level, each level's nodes deeper than the last's. A level walks on
+//!   in place where its own rule completes again in its own set (a
+//!   left-recursive loop, `T ::= x | T y`, inside a token), so a new level
+//!   reaches an older set or the same set through another rule: `O + 1`
+//!   walks a mask where each set is reached through one rule, and never
+//!   more than `D + 1`. Lexemes that may end at many nodes walk on only
+//!   from nodes with a child byte that may follow them
+//!   ([`EarleyConfig::follow_exits`]). Masks of a set shape already met
+//!   cost a row read ([`EarleyConfig::mask_cache_bytes`]).
 //!
 //! Where a run of bytes splits into lexemes in many ways, items alike but
 //! for where they start are one when those levels hold the same waiting
