@@ -94,10 +94,14 @@ pub fn eos() -> u32 {
     vocabulary().stop_tokens()[0]
 }
 
-/// The two backends, with their default configurations.
+/// The two backends, with their default configurations, and earley with
+/// every lexeme exit filtered by what may follow it (`follow_exits` 0:
+/// the default filters only lexemes with many exits, which the small
+/// vocabulary seldom makes).
 pub struct Backends {
     pub regex_fsm: RegexFsmBackend,
     pub earley: EarleyBackend,
+    pub earley_filtered: EarleyBackend,
 }
 
 /// [`Backends`] on [`vocabulary`], built once (the token trie and the
@@ -107,6 +111,13 @@ pub fn backends() -> &'static Backends {
     BACKENDS.get_or_init(|| Backends {
         regex_fsm: RegexFsmBackend::new(vocabulary().clone(), RegexFsmConfig::default()),
         earley: EarleyBackend::new(vocabulary().clone(), EarleyConfig::default()),
+        earley_filtered: EarleyBackend::new(
+            vocabulary().clone(),
+            EarleyConfig {
+                follow_exits: 0,
+                ..EarleyConfig::default()
+            },
+        ),
     })
 }
 

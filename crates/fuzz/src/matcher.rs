@@ -1,7 +1,8 @@
 //! The `matcher` target: the input picks a small grammar (one of
 //! [`GRAMMARS`] or a random one) and then a sequence of matcher calls
 //! (accept a token, accept bytes, fill a mask, roll back, fork, reset,
-//! jump forward, accept the stop token) that is played on both backends at
+//! jump forward, accept the stop token) that is played on both backends
+//! (and on earley with every lexeme exit filtered by what may follow it) at
 //! once and checked against the reference recognizer after every call:
 //! a call succeeds exactly when the text it leads to is a prefix of the
 //! language (a sentence, for the stop token); every token in a filled mask
@@ -13,11 +14,11 @@ use std::collections::HashMap;
 
 use tokensieve_core::bitmask::row_is_allowed;
 use tokensieve_core::testing::SplitMix64;
-use tokensieve_core::{Constraint, GrammarObject, StepError};
+use tokensieve_core::{Constraint, GrammarBackend, GrammarObject, StepError};
 use tokensieve_grammar::Grammar;
 use tokensieve_grammar::testing::random_gbnf;
 
-use crate::backends::{check_error, compile_both, eos, is_limit, matchers, vocabulary};
+use crate::backends::{backends, check_error, compile_both, eos, is_limit, matchers, vocabulary};
 
 /// Small grammars (root `root`): regular ones, which both backends
 /// compile, and context-free ones (nested, left-recursive, ambiguous) for
@@ -425,7 +426,13 @@ pub fn matcher(data: &[u8]) {
         Ok(g) => g,
         Err(e) => return check_error("gbnf", &e),
     };
-    let compiled = compile_both(&Constraint::ebnf(&gbnf, "root"));
+    let constraint = Constraint::ebnf(&gbnf, "root");
+    let mut compiled = compile_both(&constraint);
+    let filtered = backends().earley_filtered.compile(&constraint);
+    if let Err(e) = &filtered {
+        check_error("earley follow_exits=0", e);
+    }
+    compiled.push(("earley follow_exits=0", filtered));
     let mut run = Run {
         matchers: matchers(&compiled),
         oracle: Oracle {
