@@ -279,6 +279,28 @@ impl Cfg {
     pub(crate) fn memory_bytes(&self) -> usize {
         self.syms.len() * std::mem::size_of::<Sym>()
             + self.lexemes.iter().map(|l| l.memory_bytes()).sum::<usize>()
+            + self.follow.memory_bytes()
+    }
+}
+
+impl FollowMemo {
+    /// Heap bytes of what it keeps: the rule index, the FOLLOW sets, the
+    /// filtered exit lists and the kept lexeme walks.
+    fn memory_bytes(&self) -> usize {
+        let uses = self
+            .uses
+            .get()
+            .map_or(0, |u| u.iter().map(|v| v.len() * 4 + 24).sum());
+        let bytes = self.bytes.lock().unwrap_or_else(|e| e.into_inner()).len() * 40;
+        let exits: usize = self
+            .exits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|e| e.exits.len() * 8 + 48)
+            .sum();
+        let below = self.below.lock().unwrap_or_else(|e| e.into_inner()).1;
+        uses + bytes + exits + below
     }
 }
 
