@@ -121,6 +121,11 @@ pub(crate) struct FollowMemo {
     below: Mutex<(BelowWalks, usize)>,
 }
 
+/// A lexeme not made yet is made for [`Cfg::follow`] when it was charged
+/// at most this many states at compile (about a quarter of its NFA's):
+/// far below what `nfa_size_limit` refuses.
+const FOLLOW_MAKES: usize = 4096;
+
 /// Lexeme walks by lexeme position, state and trie node.
 type BelowWalks = FxHashMap<(u32, u32, u32), Arc<BelowWalk>>;
 
@@ -254,8 +259,16 @@ impl Cfg {
             match self.syms[q as usize] {
                 Sym::Lex(l) => {
                     let lexeme = &self.lexemes[l as usize];
-                    for (o, f) in out.iter_mut().zip(lexeme.first_bytes(lexeme.start())) {
-                        *o |= f;
+                    // A lexeme no walk has entered yet is made here only if
+                    // it is small: a big one's automaton might not fit its
+                    // limit, and failing would stop a matcher that never
+                    // reaches it. It counts as taking any byte.
+                    if lexeme.made().is_some() || lexeme.compiled_states() <= FOLLOW_MAKES {
+                        for (o, f) in out.iter_mut().zip(lexeme.first_bytes(lexeme.start())) {
+                            *o |= f;
+                        }
+                    } else {
+                        *out = [!0; 4];
                     }
                     if !lexeme.accepts(lexeme.start()) {
                         return None;
