@@ -150,7 +150,7 @@ const BELOW_MEMO_NODES: u32 = 256;
 const BELOW_MEMO_BYTES: usize = 32 << 20;
 
 /// The exits of a lexeme state at one position of the grammar that have
-/// a child that may follow it, and the trie nodes below them.
+/// a child that may follow it, and the trie nodes below those children.
 #[derive(Debug)]
 pub(crate) struct LeadingExits {
     exits: Vec<(u32, u32)>,
@@ -1574,9 +1574,20 @@ impl Walker {
             .copied()
             .filter(|&(node, _)| self.leads_on(cfg, trie, node, pos))
             .collect();
+        // What walking them costs at most: the subtrees of the children
+        // whose bytes may follow (an exit's other children are not
+        // entered, and below a name most are letters).
+        let follow = self.follows.get(&pos).copied().unwrap_or([!0; 4]);
         let span = exits
             .iter()
-            .map(|&(node, _)| (trie.nodes[node as usize].next - node) as usize)
+            .map(|&(node, _)| {
+                let (bytes, kids) = trie.kids(node as usize);
+                let end = trie.nodes[node as usize].next;
+                (0..kids.len())
+                    .filter(|&i| follow[bytes[i] as usize >> 6] >> (bytes[i] & 63) & 1 == 1)
+                    .map(|i| (kids.get(i + 1).copied().unwrap_or(end) - kids[i]) as usize)
+                    .sum::<usize>()
+            })
             .sum();
         let leading = Arc::new(LeadingExits { exits, span });
         cfg.follow
