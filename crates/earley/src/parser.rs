@@ -903,19 +903,38 @@ impl Summary {
                 .sum::<usize>()
     }
 
-    fn new(allowed: TokenSet, mut pending: Vec<(u32, u32, u32, u32)>) -> Summary {
-        pending.sort_unstable();
-        pending.dedup();
+    fn new(allowed: TokenSet, pending: Vec<(u32, u32, u32, u32)>) -> Summary {
+        // Groups by marker and rule, each with its nodes in order, once.
+        // The groups are a few and the walk notes each group's nodes
+        // mostly in trie order: sorting the whole list (100,000 entries
+        // below a run of names) cost more than grouping it.
         let mut groups: Vec<Group> = Vec::new();
         for (marker, rule, node, depth) in pending {
-            match groups.last_mut() {
-                Some(g) if (g.marker, g.rule) == (marker, rule) => g.nodes.push((node, depth)),
-                _ => groups.push(Group {
-                    marker,
-                    rule,
-                    nodes: vec![(node, depth)],
-                }),
+            let at = match groups.last() {
+                Some(g) if (g.marker, g.rule) == (marker, rule) => groups.len() - 1,
+                _ => match groups
+                    .iter()
+                    .position(|g| (g.marker, g.rule) == (marker, rule))
+                {
+                    Some(at) => at,
+                    None => {
+                        groups.push(Group {
+                            marker,
+                            rule,
+                            nodes: Vec::new(),
+                        });
+                        groups.len() - 1
+                    }
+                },
+            };
+            groups[at].nodes.push((node, depth));
+        }
+        groups.sort_unstable_by_key(|g| (g.marker, g.rule));
+        for g in &mut groups {
+            if !g.nodes.is_sorted() {
+                g.nodes.sort_unstable();
             }
+            g.nodes.dedup();
         }
         Summary {
             allowed,
@@ -1986,7 +2005,10 @@ impl Walker {
             .enumerate()
             .flat_map(|(g, group)| group.nodes.iter().map(move |&(n, d)| (n, d, g)))
             .collect();
-        at.sort_unstable();
+        // One group (most often) is in order already.
+        if !at.is_sorted() {
+            at.sort_unstable();
+        }
         let mut found = self.zeroed_row(words);
         let mut pending = Vec::new();
         // A group whose origin set is also an origin of the sets after it
