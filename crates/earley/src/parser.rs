@@ -192,9 +192,12 @@ impl Cfg {
     /// them. A lexeme that ends at a trie node with no child among these
     /// bytes leads no token further, whatever the stack below it.
     ///
-    /// Made the first time a position is asked (it makes the automata of
-    /// the lexemes that may follow), then kept; one search of the grammar,
-    /// each rule expanded at most once each way.
+    /// Made the first time a position is asked, then kept: one search of
+    /// the grammar, each rule expanded at most once each way, which makes
+    /// the automata of the small lexemes that may follow (a big one not
+    /// made yet counts as taking any byte, see [`FOLLOW_MAKES`]). Not
+    /// charged to a step's budget: it is bounded by the grammar's size and
+    /// made once per position.
     pub(crate) fn follow(&self, pos: u32) -> [u64; 4] {
         let known = self
             .follow
