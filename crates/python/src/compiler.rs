@@ -4,6 +4,7 @@
 
 use crate::errors::grammar_error;
 use crate::matcher::Matcher;
+use crate::parallel::{DEFAULT_SPIN, FillPool};
 use crate::tokenizer::TokenizerInfo;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -12,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 use tokensieve::cache::panic_message;
 use tokensieve::{
     BackendConfig, CacheKey, Constraint, ConstraintSpec, GrammarBackend, GrammarError, SpecOptions,
@@ -41,8 +43,8 @@ pub struct Shared {
     pub vocab: Arc<Vocabulary>,
     pub backend_name: String,
     pub max_rollback: usize,
-    /// Threads for batch fills (`None`: rayon's global pool).
-    pub pool: Option<Arc<rayon::ThreadPool>>,
+    /// Threads for batch fills (`None`: [`FillPool::global`]).
+    pub pool: Option<Arc<FillPool>>,
 }
 
 #[pyclass(frozen, module = "tokensieve")]
@@ -203,7 +205,7 @@ impl Compiler {
 #[pymethods]
 impl Compiler {
     #[new]
-    #[pyo3(signature = (info, backend=DEFAULT_BACKEND, *, cache_size=1024, max_rollback=32, threads=None, think_end_token=None, options=None))]
+    #[pyo3(signature = (info, backend=DEFAULT_BACKEND, *, cache_size=1024, max_rollback=32, threads=None, spin_us=None, think_end_token=None, options=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -212,6 +214,7 @@ impl Compiler {
         cache_size: usize,
         max_rollback: usize,
         threads: Option<usize>,
+        spin_us: Option<u64>,
         think_end_token: Option<String>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
@@ -221,16 +224,20 @@ impl Compiler {
             think_end_token,
             options: options_map(options)?,
         };
-        let pool = match threads {
-            None => None,
-            Some(0) => return Err(PyValueError::new_err("threads must be at least 1")),
-            Some(n) => Some(Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(n)
-                    .thread_name(|i| format!("tokensieve-fill-{i}"))
-                    .build()
-                    .map_err(|e| PyValueError::new_err(format!("threads: {e}")))?,
-            )),
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        // The process-wide pool unless this compiler asks for its own.
+        let pool = match (threads, spin_us) {
+            (None, None) => None,
+            _ => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                let spin = spin_us.map_or(DEFAULT_SPIN, Duration::from_micros);
+                Some(Arc::new(
+                    FillPool::new(threads.unwrap_or(cores), spin)
+                        .map_err(|e| PyValueError::new_err(format!("threads: {e}")))?,
+                ))
+            }
         };
         let created = py.detach(|| {
             catch_unwind(AssertUnwindSafe(|| {

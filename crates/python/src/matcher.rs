@@ -5,7 +5,7 @@
 use crate::buffers::{BitmaskView, bitmask_view};
 use crate::compiler::{CompiledGrammar, Shared};
 use crate::errors::step_error;
-use crate::parallel::{RowJob, fill_rows};
+use crate::parallel::{FillPool, RowJob, fill_rows};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -460,7 +460,7 @@ pub fn fill_next_token_bitmask_batch(
         }
     };
     let refs: Vec<Option<&Matcher>> = ms.iter().map(|m| m.as_ref().map(|m| m.get())).collect();
-    let pool = refs.iter().flatten().find_map(|m| m.shared.pool.clone());
+    let own = refs.iter().flatten().find_map(|m| m.shared.pool.clone());
     let (addr, stride) = (bv.view.addr(), bv.words);
     // Everything Python-side is done: one detach for the whole batch.
     let errors: Vec<String> = py.detach(|| {
@@ -484,7 +484,11 @@ pub fn fill_next_token_bitmask_batch(
                 }
             })
             .collect();
-        fill_rows(&mut jobs, pool.as_deref(), PARALLEL_FILL_THRESHOLD);
+        let pool: Option<&FillPool> = match own.as_deref() {
+            Some(p) => Some(p),
+            None => FillPool::global(),
+        };
+        fill_rows(&mut jobs, pool, PARALLEL_FILL_THRESHOLD);
         jobs.into_iter().filter_map(|j| j.error).collect()
     });
     match errors.first() {

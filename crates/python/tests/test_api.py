@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import types
 
 import numpy as np
@@ -368,6 +369,87 @@ def test_batch_fill_equals_single_fills(llama3):
         ts.fill_next_token_bitmask_batch(matchers, big, rows)
         assert np.array_equal(big[: len(matchers)][::-1], expected)
         assert not big[len(matchers):].any()
+
+
+def fill_threads() -> list:
+    """Names of this process's batch-fill helper threads (Linux)."""
+    import glob
+
+    names = []
+    for comm in glob.glob("/proc/self/task/*/comm"):
+        try:
+            names.append(open(comm).read().strip())
+        except OSError:  # the thread ended while listed
+            pass
+    return [n for n in names if n.startswith("tokensieve-fill")]
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [{}, {"threads": 2, "spin_us": 20_000}, {"threads": 3, "spin_us": 0}],
+    ids=["process-wide", "spinning", "asleep-between-batches"],
+)
+def test_batch_fills_from_many_threads_at_once(llama3, pool):
+    """Python threads fill batches on one compiler's pool at the same time,
+    with pauses that let helpers go to sleep: every row is the single fill's."""
+    import random
+    import threading
+    import time
+
+    c = ts.Compiler(llama3, **pool)
+    g = c.compile_json_schema(PERSON)
+    ids = llama3.encode(PERSON_TEXT)
+    V = llama3.vocab_size
+    expected = []
+    for k in range(len(ids)):
+        m = g.matcher()
+        assert m.accept_tokens(ids[:k])
+        expected.append(mask_of(m, V))
+    failures = []
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(12):
+            at = [rng.randrange(len(ids)) for _ in range(rng.randrange(4, 40))]
+            ms = []
+            for k in at:
+                m = g.matcher()
+                m.accept_tokens(ids[:k])
+                ms.append(m)
+            bm = ts.allocate_token_bitmask(len(ms), V, kind="numpy")
+            ts.fill_next_token_bitmask_batch(ms, bm)
+            for row, k in enumerate(at):
+                if not np.array_equal(bm[row], expected[k]):
+                    failures.append((seed, row, k))
+            if rng.random() < 0.3:
+                time.sleep(0.002)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread names are read from /proc (Linux)")
+def test_a_compilers_own_pool_ends_its_threads_with_it(llama3):
+    import gc
+    import time
+
+    before = len(fill_threads())
+    for spin in (0, 50_000):
+        c = ts.Compiler(llama3, threads=3, spin_us=spin)
+        g = c.compile_json_schema(PERSON)
+        ms = [g.matcher() for _ in range(8)]
+        ts.fill_next_token_bitmask_batch(ms, ts.allocate_token_bitmask(8, llama3.vocab_size, kind="numpy"))
+        assert len(fill_threads()) == before + 2
+        del c, g, ms
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while len(fill_threads()) > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(fill_threads()) == before, f"spin_us={spin}: helper threads outlived their compiler"
 
 
 def test_draft_bitmasks_equal_the_accept_fill_rollback_loop(llama3):

@@ -94,6 +94,8 @@ def test_unknown_backend_and_bad_config(tiny):
     assert e.value.kind == "invalid_config" and "no_such_knob" in str(e.value)
     with pytest.raises(ValueError, match="threads"):
         ts.Compiler(tiny, threads=0)
+    with pytest.raises(OverflowError):
+        ts.Compiler(tiny, spin_us=-1)
 
 
 def test_malformed_schema_has_its_pointer(setup):

@@ -215,6 +215,12 @@ class Compiler:
     per CPU core. The caller fills rows from the start and pool threads take
     rows off the same counter as they come, so a busy machine never makes a
     batch wait for a thread that has not started.
+    ``spin_us``: how long pool threads stay awake after a batch, waiting for
+    the next one, before they sleep (default 1,000 µs). Waking a sleeping
+    thread takes tens of microseconds, a good part of a warm batch; ``0``
+    never spins, for machines whose cores are all taken by other work.
+    With both ``None`` the compiler shares the process-wide pool (one
+    thread per core, 1,000 µs); either one gives it a pool of its own.
     ``think_end_token``: reasoning models; matchers are unconstrained until
     this token (e.g. ``"</think>"``), constrained after it.
     ``options``: backend knobs, ``{name: value}`` (an unknown knob is a
@@ -231,6 +237,7 @@ class Compiler:
         cache_size: int = 1024,
         max_rollback: int = 32,
         threads: Optional[int] = None,
+        spin_us: Optional[int] = None,
         think_end_token: Optional[str] = None,
         options: Optional[Mapping[str, Union[str, int, bool]]] = None,
     ) -> None: ...

@@ -19,7 +19,9 @@ same rows filled one call per row; every round all matchers step one token
 further (untimed), so no mask is a repeat. Reported as rows per second (and
 CPU time per row); --batch-only runs these alone, --batch-cold with fresh
 compiles (masks that need parser work), --batch-threads with that many
-threads per batch.
+threads per batch, --batch-spin-us with pool threads that stay awake that
+long after a batch (0: they sleep at once, as between the steps of a model
+slower than the spin).
 
 With --rust-cli PATH (the `tokensieve` binary), `tokensieve bench maskbench`
 runs on the same files and its TTFM/TBM are shown in the same table, so the
@@ -463,7 +465,8 @@ def batch_figures(args, files: List[str]) -> List[Dict[str, Any]]:
     info = ts.TokenizerInfo.from_tokenizer_json(args.tokenizer)
 
     def new_compiler() -> ts.Compiler:
-        return ts.Compiler(info, args.backend, cache_size=0, threads=args.batch_threads)
+        return ts.Compiler(info, args.backend, cache_size=0, threads=args.batch_threads,
+                           spin_us=args.batch_spin_us)
 
     compiler = new_compiler()
     rng = random.Random(args.seed)
@@ -588,6 +591,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="paired runs per figure (best rows/s, median speed-up)")
     ap.add_argument("--batch-threads", type=int, default=None,
                     help="threads of a batch fill, the caller included (default: one per core)")
+    ap.add_argument("--batch-spin-us", type=int, default=None,
+                    help="µs pool threads stay awake after a batch (default: the Compiler's)")
     ap.add_argument("--batch-cold", action="store_true",
                     help="compile afresh for every batch run (every mask needs parser work)")
     ap.add_argument("--batch-only", action="store_true",
