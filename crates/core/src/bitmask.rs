@@ -3,7 +3,7 @@
 //! Masks are therefore interchangeable with those engines'.
 
 use crate::grammar::GrammarObject;
-use rayon::prelude::*;
+use crate::pool::FillPool;
 
 /// Words needed for one row of a `vocab_size`-token mask.
 pub const fn words_for(vocab_size: usize) -> usize {
@@ -11,7 +11,7 @@ pub const fn words_for(vocab_size: usize) -> usize {
 }
 
 /// Rows at or above which [`TokenBitmask::fill_batch`] fills in parallel.
-/// Below it, rayon's fork/join overhead outweighs a few masks.
+/// Below it, handing rows to another thread outweighs a few masks.
 pub const PARALLEL_FILL_THRESHOLD: usize = 4;
 
 /// A `[batch, words]` bitmask, row-major.
@@ -74,33 +74,60 @@ impl TokenBitmask {
     }
 
     /// Fills each row from its request's matcher; `None` (unconstrained) and
-    /// terminated requests get a full row. Rows are filled in parallel when
+    /// terminated requests get a full row. Rows are filled in parallel, by
+    /// the calling thread and the helpers of [`FillPool::global`], when
     /// there are at least [`PARALLEL_FILL_THRESHOLD`] of them.
     ///
     /// # Panics
-    /// If `matchers.len()` differs from the batch size.
-    pub fn fill_batch(&mut self, matchers: &mut [Option<&mut (dyn GrammarObject + '_)>]) {
+    /// If `matchers.len()` differs from the batch size, or a matcher's fill
+    /// panics (once every other row is filled).
+    pub fn fill_batch<'a>(&mut self, matchers: &mut [Option<&mut (dyn GrammarObject + 'a)>]) {
+        let pool = FillPool::global().filter(|_| self.batch >= PARALLEL_FILL_THRESHOLD);
+        self.fill_batch_in(pool, matchers);
+    }
+
+    /// [`TokenBitmask::fill_batch`] on `pool`'s threads (`None`: the
+    /// calling thread alone, row by row).
+    ///
+    /// # Panics
+    /// As [`TokenBitmask::fill_batch`].
+    pub fn fill_batch_in<'a>(
+        &mut self,
+        pool: Option<&FillPool>,
+        matchers: &mut [Option<&mut (dyn GrammarObject + 'a)>],
+    ) {
         assert_eq!(
             matchers.len(),
             self.batch,
             "one matcher slot per bitmask row"
         );
         let words = self.words;
-        let fill = |(row, m): (&mut [u32], &mut Option<&mut (dyn GrammarObject + '_)>)| match m {
+        let fill = |row: &mut [u32], m: &mut Option<&mut (dyn GrammarObject + 'a)>| match m {
             Some(m) if !m.is_terminated() => m.fill_bitmask(row),
             _ => row.fill(u32::MAX),
         };
-        if self.batch >= PARALLEL_FILL_THRESHOLD {
-            self.data
-                .par_chunks_mut(words)
-                .zip(matchers.par_iter_mut())
-                .for_each(fill);
-        } else {
-            self.data
-                .chunks_mut(words)
-                .zip(matchers.iter_mut())
-                .for_each(fill);
-        }
+        let Some(pool) = pool else {
+            for (row, m) in self.data.chunks_mut(words).zip(matchers.iter_mut()) {
+                fill(row, m);
+            }
+            return;
+        };
+        let (rows, slots) = (
+            self.data.as_mut_ptr() as usize,
+            matchers.as_mut_ptr() as usize,
+        );
+        pool.for_each_index(self.batch, &|i| {
+            // SAFETY: `for_each_index` runs each index once, while both
+            // slices are borrowed by this call; row `i` and slot `i` are
+            // this job's alone. A matcher is `Send` (`GrammarObject: Send`).
+            let (row, m) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut((rows as *mut u32).add(i * words), words),
+                    &mut *(slots as *mut Option<&mut (dyn GrammarObject + 'a)>).add(i),
+                )
+            };
+            fill(row, m);
+        });
     }
 }
 

@@ -43,6 +43,7 @@ pub mod guard;
 pub mod hf;
 pub mod maskbench;
 pub mod none_backend;
+pub mod pool;
 pub mod registry;
 pub mod spec;
 pub mod testing;

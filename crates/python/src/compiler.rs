@@ -4,7 +4,6 @@
 
 use crate::errors::grammar_error;
 use crate::matcher::Matcher;
-use crate::parallel::{DEFAULT_SPIN, FillPool};
 use crate::tokenizer::TokenizerInfo;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokensieve::cache::panic_message;
+use tokensieve::pool::{DEFAULT_SPIN, FillPool};
 use tokensieve::{
     BackendConfig, CacheKey, Constraint, ConstraintSpec, GrammarBackend, GrammarError, SpecOptions,
     StructuralTag, TagItem, Vocabulary, Whitespace,

@@ -5,7 +5,7 @@
 use crate::buffers::{BitmaskView, bitmask_view};
 use crate::compiler::{CompiledGrammar, Shared};
 use crate::errors::step_error;
-use crate::parallel::{FillPool, RowJob, fill_rows};
+use crate::parallel::{RowJob, fill_rows};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
@@ -13,6 +13,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use tokensieve::bitmask::PARALLEL_FILL_THRESHOLD;
 use tokensieve::cache::panic_message;
+use tokensieve::pool::FillPool;
 use tokensieve::{GrammarObject, StepError};
 
 struct State {
