@@ -585,7 +585,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="files to sample (0 = all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per compile before the engine is skipped")
-    ap.add_argument("--batch-sizes", default="1,16,128")
+    ap.add_argument("--batch-sizes", default="1,16,128", help="comma list; empty: no batch fills")
     ap.add_argument("--batch-rounds", type=int, default=8, help="tokens each matcher steps through")
     ap.add_argument("--batch-repeats", type=int, default=3,
                     help="paired runs per figure (best rows/s, median speed-up)")
@@ -613,7 +613,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not files:
         ap.error("no MaskBench files given")
     engines = args.engines.split(",") if args.engines else [e for e in ENGINES if installed(e)]
-    args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    args.batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     if args.batch_only:
         print_batch(args, files)
         return 0
