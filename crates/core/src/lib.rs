@@ -15,6 +15,8 @@
 //! - [`trie`]: [`TokenTrie`], a vocabulary's grammar tokens as a preorder
 //!   trie, built once per vocabulary and shared by every backend on it.
 //! - [`bitmask`]: [`TokenBitmask`] in the XGrammar/vLLM layout.
+//! - [`pool`]: [`pool::FillPool`], the threads that fill a batch's rows
+//!   beside the calling thread.
 //! - [`device`]: [`MaskDevice`] and the reference [`CpuDevice`].
 //! - [`cache`]: [`GrammarCache`], compiling on a worker pool.
 //! - [`error`]: [`GrammarError`] (build time) and [`StepError`] (step time).
