@@ -105,7 +105,13 @@ impl HfTokenizer {
                     .to_string(),
             ));
         }
-        let mut tokenizer = tokenizers::Tokenizer::from_bytes(text.as_bytes()).map_err(|e| {
+        // `tokenizers` 0.23 panics on some malformed files (a BPE merge
+        // longer than every token of the vocabulary slices past its
+        // buffer): caught, that is an error of this file like any other.
+        let loaded =
+            std::panic::catch_unwind(|| tokenizers::Tokenizer::from_bytes(text.as_bytes()))
+                .unwrap_or_else(|p| Err(crate::cache::panic_message(&p).into()));
+        let mut tokenizer = loaded.map_err(|e| {
             err(format!(
                 "not a tokenizer.json the `tokenizers` crate can load: {e}"
             ))

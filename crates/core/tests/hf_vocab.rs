@@ -366,6 +366,16 @@ fn malformed_files_are_vocabulary_errors_naming_the_file() {
             "bad_model.json",
             b"{\"model\": {\"type\": \"BPE\", \"vocab\": 7, \"merges\": []}}",
         ),
+        // A merge longer than every token of the vocabulary: `tokenizers`
+        // 0.23 slices past its buffer and panics (found by the fuzzer).
+        (
+            "merge_longer_than_every_token.json",
+            b"{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[],\
+              \"normalizer\":null,\"pre_tokenizer\":null,\"post_processor\":null,\"decoder\":null,\
+              \"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\
+              \"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,\
+              \"byte_fallback\":false,\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}",
+        ),
         (
             "wordpiece.json",
             b"{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[],\
