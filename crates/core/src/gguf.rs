@@ -792,6 +792,15 @@ pub(crate) mod tests {
                 .contains("tokenizer model `bert` is not supported"),
             "{e}"
         );
+        // A model vocab size of 2^32 would make 128 GiB of per-id tables.
+        let huge = gguf(&[
+            ("general.architecture", Value::Str("llama")),
+            ("tokenizer.ggml.model", Value::Str("gpt2")),
+            ("tokenizer.ggml.tokens", Value::Strs(vec!["a", "b"])),
+            ("llama.vocab_size", Value::U32(u32::MAX)),
+        ]);
+        let e = parse(&huge).unwrap().to_vocabulary().unwrap_err();
+        assert!(e.to_string().contains("exceeds the limit"), "{e}");
         let mut bad_utf8 = gguf(&[("tokenizer.ggml.model", Value::Str("gp"))]);
         let n = bad_utf8.len();
         bad_utf8[n - 1] = 0xFF;

@@ -13,6 +13,10 @@ use crate::error::{GrammarError, Location};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
+/// The largest model vocabulary size [`Vocabulary::with_vocab_size`] takes
+/// (the largest real vocabularies are a few hundred thousand tokens).
+pub const MAX_VOCAB_SIZE: usize = 1 << 24;
+
 /// How a tokenizer spells bytes in its vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum VocabType {
@@ -174,6 +178,16 @@ impl Vocabulary {
     /// Sets the model's vocabulary size (the logits width), which may exceed
     /// the tokenizer's: the extra ids are padding and always masked.
     pub fn with_vocab_size(mut self, vocab_size: usize) -> Result<Self, GrammarError> {
+        // A size read from a file (a GGUF's `{arch}.vocab_size`) is
+        // untrusted: rows and per-id tables are made of it.
+        if vocab_size > MAX_VOCAB_SIZE {
+            return Err(GrammarError::Vocabulary {
+                location: Location::None,
+                message: format!(
+                    "model vocab_size {vocab_size} exceeds the limit of {MAX_VOCAB_SIZE} tokens"
+                ),
+            });
+        }
         if vocab_size < self.tokenizer_size() {
             return Err(GrammarError::Vocabulary {
                 location: Location::None,
