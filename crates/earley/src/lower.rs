@@ -125,7 +125,7 @@ impl<'a> Lowering<'a> {
             vocab: LexVocab {
                 trie: trie.clone(),
                 words,
-                skeletons: Arc::new(Skeletons::starting_with(skeleton)),
+                skeletons: Arc::new(Skeletons::starting_with(skeleton, config.shared_lexemes)),
             },
             cancel,
             syms: Vec::new(),

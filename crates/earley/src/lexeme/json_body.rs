@@ -28,6 +28,9 @@ pub(super) struct VocabWalks {
     pub(super) body: OnceLock<Option<BodyWalk>>,
     /// The same for a key's body ([`Body::Key`]).
     pub(super) key_body: OnceLock<Option<BodyWalk>>,
+    /// The walks found by signature of every grammar whose lexemes are
+    /// shared (see [`Skeletons::kept_walks`]).
+    pub(super) kept_walks: Arc<KeptWalks>,
 }
 
 /// The string bodies a vocabulary keeps the walk of ([`BodyWalk`]).
@@ -60,6 +63,8 @@ impl Body {
 pub(super) struct BodyWalk {
     pub(super) dfa: ByteDfa,
     pub(super) index: Arc<StateIndex>,
+    /// The text of the tokens past the body's closing quote.
+    pub(super) quote: TextTrie,
 }
 
 /// The most states of a lexeme compared with [`BodyWalk`]'s automaton
@@ -115,10 +120,11 @@ impl VocabSkeleton {
                 Making::Now(LexDfa::Eager(dfa.clone())),
                 trie.clone(),
                 words,
-                Arc::new(Skeletons::starting_with(self)),
+                Arc::new(Skeletons::starting_with(self, false)),
             );
             let index = Arc::new(lexeme.build_state(dfa.start()));
-            Some(BodyWalk { dfa, index })
+            let quote = TextTrie::below(trie, &index.exits);
+            Some(BodyWalk { dfa, index, quote })
         })
         .as_ref()
     }
@@ -169,7 +175,7 @@ impl Lexeme {
             _ => None,
         };
         let Some(text) = shared else {
-            return Some(Arc::new(self.past_the_quote(&body.index, after)));
+            return Some(self.past_the_quote_kept(body, kind, after));
         };
         let known = self
             .skeletons
@@ -183,7 +189,7 @@ impl Lexeme {
         }
         // Made without the lock held: two lexemes may both make it, and
         // the first is kept.
-        let made = Arc::new(self.past_the_quote(&body.index, after));
+        let made = self.past_the_quote_kept(body, kind, after);
         let mut walks = self.skeletons.past_keys.lock().expect("key walks");
         Some(walks.entry(text.clone()).or_insert(made).clone())
     }
@@ -245,6 +251,28 @@ impl Lexeme {
         // A state met as the body's and as the one after the quote is
         // left to the lexeme's own walk.
         (!pairs.iter().any(|p| p.0 == after)).then_some(after)
+    }
+
+    /// [`Lexeme::past_the_quote`] from `after`, found by its signature
+    /// ([`TextTrie::signature`] on the text past the quote) among those
+    /// made before (by any lexeme of this grammar, or of any grammar
+    /// where lexemes are shared) or made now and kept: most lexemes past
+    /// a string value go on alike for as far as tokens reach (a comma,
+    /// spaces and a quote before a key of their own).
+    pub(super) fn past_the_quote_kept(
+        &self,
+        body: &BodyWalk,
+        kind: Body,
+        after: u32,
+    ) -> Arc<StateIndex> {
+        let Some(signature) = body.quote.signature(self.dfa(), after) else {
+            return Arc::new(self.past_the_quote(&body.index, after));
+        };
+        let key = WalkKey::PastQuote(kind);
+        let walks = &self.skeletons.kept_walks;
+        walks
+            .get(key, &signature)
+            .unwrap_or_else(|| walks.keep(key, signature, self.past_the_quote(&body.index, after)))
     }
 
     /// The index of a state that goes on as the body indexed `body` does

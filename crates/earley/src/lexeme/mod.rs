@@ -47,6 +47,7 @@ mod index;
 mod json_body;
 mod recipe;
 mod rows;
+mod signature;
 mod skeleton;
 #[cfg(test)]
 mod tests;
@@ -57,6 +58,7 @@ pub(crate) use cache::*;
 pub(crate) use index::*;
 pub(crate) use json_body::*;
 pub(crate) use recipe::*;
+use signature::*;
 pub(crate) use skeleton::*;
 pub(crate) use walk::*;
 

@@ -199,6 +199,9 @@ pub(crate) struct Skeletons {
     /// object of a grammar that allows other keys has a lexeme of its
     /// own for them, and the same colon and spaces after them.
     pub(super) past_keys: Mutex<HashMap<Arc<str>, Arc<StateIndex>>>,
+    /// Walks kept by signature ([`KeptWalks`]): this grammar's own, or
+    /// the vocabulary's where lexemes are shared.
+    pub(super) kept_walks: Arc<KeptWalks>,
 }
 
 /// A text step as far as a skeleton depends on it: its ASCII bytes and
@@ -206,10 +209,18 @@ pub(crate) struct Skeletons {
 pub(super) type StepKey = ([u64; 2], u64);
 
 impl Skeletons {
-    /// A grammar's skeletons, asking the vocabulary's first.
-    pub(crate) fn starting_with(known: &VocabSkeleton) -> Skeletons {
+    /// A grammar's skeletons, asking the vocabulary's first. With
+    /// `shared`, the walks kept by signature are the vocabulary's, for
+    /// every grammar (as shared lexemes are); otherwise this grammar's
+    /// own.
+    pub(crate) fn starting_with(known: &VocabSkeleton, shared: bool) -> Skeletons {
         Skeletons {
             vocab: Some(known.clone()),
+            kept_walks: if shared {
+                known.0.kept_walks.clone()
+            } else {
+                Arc::default()
+            },
             ..Skeletons::default()
         }
     }

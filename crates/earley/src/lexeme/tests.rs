@@ -347,7 +347,7 @@ fn string_bodies_share_the_vocabularys_walk() {
     let limits = limits(false);
     let body = tokensieve_json_schema::STRING_CHAR;
     let known = VocabSkeleton::json_string_body(&trie);
-    let seeded = Arc::new(Skeletons::starting_with(&known));
+    let seeded = Arc::new(Skeletons::starting_with(&known, true));
     // The regex, and how its body state (after the prefix) is walked.
     let cases = [
         (format!(r#""a" *: *"{body}*""#), Body::Shared),
@@ -414,7 +414,7 @@ fn key_bodies_share_the_vocabularys_walk() {
     let vocab = vocabulary();
     let trie = Arc::new(TokenTrie::new(&vocab));
     let known = VocabSkeleton::json_string_body(&trie);
-    let seeded = Arc::new(Skeletons::starting_with(&known));
+    let seeded = Arc::new(Skeletons::starting_with(&known, true));
     let key = known.body(Body::Key, &trie, vocab.mask_words()).unwrap();
     let c = r#"[^"\\\x00-\x1F]"#;
     let lexeme = |regex: &str, minimal: bool| {
@@ -749,9 +749,10 @@ fn a_json_string_walks_through_the_vocabulary_skeleton() {
     let trie = Arc::new(TokenTrie::new(&vocab));
     let limits = limits(false);
     let string = &format!(r#""{}*" *, *"#, tokensieve_json_schema::STRING_CHAR);
-    let seeded = Arc::new(Skeletons::starting_with(&VocabSkeleton::json_string_body(
-        &trie,
-    )));
+    let seeded = Arc::new(Skeletons::starting_with(
+        &VocabSkeleton::json_string_body(&trie),
+        true,
+    ));
     let own = Arc::new(Skeletons::default());
     let lexeme = |skeletons: &Arc<Skeletons>| {
         let dfa = ByteDfa::build(string, &limits).unwrap();
@@ -802,7 +803,7 @@ fn bounded_json_strings_walk_through_the_vocabularys_budgets() {
     let known = VocabSkeleton::json_string_body(&trie);
     let made = chain_budgets(full).len() + 1;
     assert_eq!(known.0.table.len(), made);
-    let seeded = Arc::new(Skeletons::starting_with(&known));
+    let seeded = Arc::new(Skeletons::starting_with(&known, true));
     let body = tokensieve_json_schema::STRING_CHAR;
     let mut chains = 0;
     for regex in [
@@ -953,4 +954,77 @@ fn a_text_of_two_lexemes_is_parsed_once() {
             );
         }
     }
+}
+
+/// Walks past a string value's closing quote are kept by what the state
+/// after the quote does to the text of tokens past a quote: lexemes that
+/// differ only deeper than any token reaches share one index, those that
+/// tokens tell apart (a colon where a comma was, the lexeme ending after
+/// the spaces or not) do not; every index is the full walk. A grammar
+/// that does not share lexemes keeps its own.
+#[test]
+fn walks_past_the_quote_are_shared_by_signature() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let known = VocabSkeleton::json_string_body(&trie);
+    let body = tokensieve_json_schema::STRING_CHAR;
+    let walk = |regex: &str, skeletons: &Arc<Skeletons>| {
+        let dfa = ByteDfa::build(regex, &limits(false)).unwrap();
+        let l = Lexeme::new(
+            Making::Now(LexDfa::Eager(dfa)),
+            trie.clone(),
+            vocab.mask_words(),
+            skeletons.clone(),
+        );
+        let state = b"\"x"
+            .iter()
+            .fold(l.dfa().start(), |s, &b| l.dfa().next(s, b));
+        assert!(state != DEAD && l.is_wide(state), "{regex}: a body state");
+        let index = l.body_walk(state).expect("walked past the quote");
+        for s in 1..l.dfa().num_states() as u32 {
+            assert_index_is_the_full_walk(&l, s, l.state(s), regex);
+        }
+        assert_index_is_the_full_walk(&l, state, &index, regex);
+        index
+    };
+    // No token of the test vocabulary holds a comma or a `q`: past the
+    // quote, tokens read spaces at most.
+    let comma_q = format!(r#""{body}*" *,qq"#);
+    let comma_w = format!(r#""{body}*" *,ww"#);
+    let colon = format!(r#""{body}*" *:qq"#);
+    let ends = format!(r#""{body}*" *"#);
+    let shared = Arc::new(Skeletons::starting_with(&known, true));
+    let first = walk(&comma_q, &shared);
+    assert!(
+        Arc::ptr_eq(&first, &walk(&comma_w, &shared)),
+        "tokens cannot tell them apart"
+    );
+    assert!(
+        !Arc::ptr_eq(&first, &walk(&colon, &shared)),
+        "a quote then a colon is a token"
+    );
+    assert!(
+        !Arc::ptr_eq(&first, &walk(&ends, &shared)),
+        "the lexeme ends after the spaces"
+    );
+    // The same after the quote, and a space there ends the lexeme or not.
+    let spaced = walk(&format!(r#""{body}*" +,qq"#), &shared);
+    let spaced_end = walk(&format!(r#""{body}*" +"#), &shared);
+    assert!(
+        !Arc::ptr_eq(&spaced, &spaced_end),
+        "the lexeme ends at a space"
+    );
+    // Another grammar on the vocabulary finds it where lexemes are shared,
+    // and makes its own where they are not.
+    let other = Arc::new(Skeletons::starting_with(&known, true));
+    assert!(Arc::ptr_eq(&first, &walk(&comma_w, &other)));
+    let cold = Arc::new(Skeletons::starting_with(&known, false));
+    let own = walk(&comma_w, &cold);
+    assert!(!Arc::ptr_eq(&first, &own));
+    assert!(Arc::ptr_eq(&own, &walk(&comma_q, &cold)));
+    let quote = &known
+        .body(Body::Value, &trie, vocab.mask_words())
+        .unwrap()
+        .quote;
+    assert!(quote.len() > 1, "tokens go on past a quote");
 }
