@@ -116,8 +116,8 @@ impl EarleyBackend {
         let trie = TokenTrie::shared(&vocab);
         EarleyBackend {
             vocab,
+            skeleton: VocabSkeleton::json(&trie, config.max_whitespace),
             config,
-            skeleton: VocabSkeleton::json_string_body(&trie),
             trie,
             summaries: Mutex::new(Vec::new()),
             seen: Mutex::new(std::collections::VecDeque::new()),

@@ -245,6 +245,7 @@ impl Lexeme {
         let state = self.index_state(state);
         self.states.get_or_init(state, || {
             self.body_walk(state)
+                .or_else(|| self.run_walk(state))
                 .unwrap_or_else(|| Arc::new(self.build_state(state)))
         })
     }

@@ -26,37 +26,65 @@ impl TextTrie {
     /// The subtrees strictly below `nodes` (trie nodes at their depths),
     /// merged: the root is every one of `nodes`.
     pub(super) fn below(trie: &TokenTrie, nodes: &[(u32, u32)]) -> TextTrie {
-        let mut kids: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
-        let mut find: HashMap<(u32, u8), u32> = HashMap::new();
+        TextTrie::merge(trie, nodes.iter().map(|&(n, d)| (n as usize + 1, n, d)))
+    }
+
+    /// The subtrees of `nodes`, each node's own byte included, merged: the
+    /// root is the parent of every one of `nodes`.
+    pub(super) fn at(trie: &TokenTrie, nodes: &[u32]) -> TextTrie {
+        let parent_depth = |n: u32| trie.nodes[n as usize].depth - 1;
+        TextTrie::merge(
+            trie,
+            nodes.iter().map(|&n| (n as usize, n, parent_depth(n))),
+        )
+    }
+
+    /// Merges, for each `(first, top, depth)`, the preorder range of trie
+    /// nodes from `first` to the end of `top`'s subtree, rooted at
+    /// `depth`.
+    fn merge(trie: &TokenTrie, ranges: impl Iterator<Item = (usize, u32, u32)>) -> TextTrie {
+        // Edges as (parent, byte, child), then laid out child list by
+        // child list: one map lookup per trie node merged, no list per
+        // node (the texts past a run of whitespace merge most of the trie).
+        let mut edges: Vec<(u32, u8, u32)> = Vec::new();
+        let mut find: HashMap<(u32, u8), u32> = HashMap::with_capacity(trie.nodes.len() / 2);
         // The merged node at each depth of the current path.
         let mut at = vec![0u32; trie.max_depth + 1];
-        for &(top, depth) in nodes {
+        for (first, top, depth) in ranges {
             at[depth as usize] = 0;
-            let (first, end) = (top as usize + 1, trie.nodes[top as usize].next as usize);
-            for i in first..end {
+            for i in first..trie.nodes[top as usize].next as usize {
                 let n = trie.nodes[i];
                 let parent = at[n.depth as usize - 1];
                 let q = *find.entry((parent, n.byte)).or_insert_with(|| {
-                    let q = kids.len() as u32;
-                    kids.push(Vec::new());
-                    kids[parent as usize].push((n.byte, q));
+                    let q = edges.len() as u32 + 1;
+                    edges.push((parent, n.byte, q));
                     q
                 });
                 at[n.depth as usize] = q;
             }
         }
-        let mut t = TextTrie {
-            kid_start: vec![0],
-            kid_bytes: Vec::new(),
-            kid_nodes: Vec::new(),
-        };
-        for mut k in kids {
-            k.sort_unstable();
-            t.kid_bytes.extend(k.iter().map(|&(b, _)| b));
-            t.kid_nodes.extend(k.iter().map(|&(_, q)| q));
-            t.kid_start.push(t.kid_bytes.len() as u32);
+        let nodes = edges.len() + 1;
+        let mut kid_start = vec![0u32; nodes + 1];
+        for &(parent, _, _) in &edges {
+            kid_start[parent as usize + 1] += 1;
         }
-        t
+        for i in 0..nodes {
+            kid_start[i + 1] += kid_start[i];
+        }
+        let mut fill = kid_start.clone();
+        let mut kids = vec![(0u8, 0u32); edges.len()];
+        for &(parent, byte, child) in &edges {
+            kids[fill[parent as usize] as usize] = (byte, child);
+            fill[parent as usize] += 1;
+        }
+        for q in 0..nodes {
+            kids[kid_start[q] as usize..kid_start[q + 1] as usize].sort_unstable();
+        }
+        TextTrie {
+            kid_start,
+            kid_bytes: kids.iter().map(|&(b, _)| b).collect(),
+            kid_nodes: kids.iter().map(|&(_, q)| q).collect(),
+        }
     }
 
     #[cfg(test)]
@@ -105,12 +133,87 @@ impl TextTrie {
 /// The most live nodes a signature reads ([`TextTrie::signature`]).
 pub(super) const SIGNATURE_NODES: usize = 2048;
 
+/// The text of tokens past a bounded run of ASCII bytes (JSON's
+/// whitespace, `[ \t\n\r]{0,n}`, a [`Chain`] of the lazy automaton),
+/// for a walk from a state at the run's start. Through the run's bytes
+/// the state stays the same on every other byte, so the walk keeps the
+/// run's own tokens whatever the state, ends at each of their nodes
+/// where the state accepts, and goes on below each child of another byte
+/// (an escape) from the state's transition on it, and below each child
+/// that reads the run's last byte from the state after the run. Which
+/// tokens past the run it keeps depends on the escapes' subtrees and on
+/// those past the run's end alone: merged, their signatures are the
+/// walk's.
+#[derive(Debug)]
+pub(super) struct RunTexts {
+    bytes: [u64; 2],
+    left: u32,
+    /// The escapes' subtrees, each escape's byte included, read from the
+    /// state at the run's start.
+    escapes: TextTrie,
+    /// The subtrees below the children that read the run's last byte,
+    /// read from the state after the run.
+    ends: TextTrie,
+}
+
+impl RunTexts {
+    /// The texts past a run of `bytes` (ASCII) read at most `left` times.
+    pub(super) fn new(trie: &TokenTrie, bytes: [u64; 2], left: u32) -> RunTexts {
+        let has = |b: u8| b < 0x80 && bytes[b as usize / 64] >> (b % 64) & 1 == 1;
+        let (mut escapes, mut ends) = (Vec::new(), Vec::new());
+        let mut stack = vec![(0u32, 0u32)];
+        while let Some((node, run)) = stack.pop() {
+            let (bs, kids) = trie.kids(node as usize);
+            for (&b, &kid) in bs.iter().zip(kids) {
+                if !has(b) {
+                    escapes.push(kid);
+                } else if run + 1 < left {
+                    stack.push((kid, run + 1));
+                } else {
+                    ends.push((kid, trie.nodes[kid as usize].depth));
+                }
+            }
+        }
+        RunTexts {
+            bytes,
+            left,
+            escapes: TextTrie::at(trie, &escapes),
+            ends: TextTrie::below(trie, &ends),
+        }
+    }
+
+    /// Whether a walk from a state with `chain` is read from these texts.
+    pub(super) fn serves(&self, chain: &Chain) -> bool {
+        (chain.bytes, chain.left) == (self.bytes, self.left)
+    }
+
+    /// The signature of a walk from `state`, at the start of `chain` (a
+    /// run these texts serve): the state's on the escapes' text, then the
+    /// state's after the run on the text past its end.
+    pub(super) fn signature(&self, dfa: &LexDfa, state: u32, chain: &Chain) -> Option<Vec<u32>> {
+        let mut signature = self.escapes.signature(dfa, state)?;
+        signature.push(u32::MAX);
+        if chain.after != DEAD {
+            signature.extend(self.ends.signature(dfa, chain.after)?);
+        }
+        Some(signature)
+    }
+
+    /// The key of the walks read from these texts.
+    pub(super) fn key(&self) -> WalkKey {
+        WalkKey::Run(self.bytes, self.left)
+    }
+}
+
 /// Which walk a signature was read for: the paths it was read on, and
 /// what the walk adds to them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum WalkKey {
     /// Past the closing quote of a [`Body`] ([`Lexeme::past_the_quote`]).
     PastQuote(Body),
+    /// From the start of a run of these bytes, read at most this many
+    /// times ([`RunTexts`]).
+    Run([u64; 2], u32),
 }
 
 /// Indexes by walk and signature, up to [`KEPT_WALK_BYTES`] of them.

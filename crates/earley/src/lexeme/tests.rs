@@ -1028,3 +1028,82 @@ fn walks_past_the_quote_are_shared_by_signature() {
         .quote;
     assert!(quote.len() > 1, "tokens go on past a quote");
 }
+
+/// Walks from the start of a run of JSON's whitespace are kept by what
+/// the state does to the text of tokens past the run (each escape's
+/// subtree from the state, each subtree past the run's end from the state
+/// after it): lexemes that differ only deeper than any token reaches
+/// share one index, those that tokens tell apart do not, a run of
+/// another bound is walked as before, and every index is the full walk.
+#[test]
+fn whitespace_walks_are_shared_by_signature() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let known = VocabSkeleton::json(&trie, 4);
+    let shared = Arc::new(Skeletons::starting_with(&known, true));
+    let ws = r"[ \t\n\r]";
+    // The index of the state after the colon, and whether it was read
+    // from the whitespace's texts.
+    let walk = |regex: &str| {
+        let dfa = LazyDfa::build(regex, &limits(false)).unwrap();
+        let l = Lexeme::new(
+            Making::Now(LexDfa::Lazy(dfa)),
+            trie.clone(),
+            vocab.mask_words(),
+            shared.clone(),
+        );
+        let state = l.dfa().next(l.start(), b':');
+        assert!(l.dfa().chain(state).is_some(), "{regex}: a run");
+        let found = l.run_walk(state);
+        let index = found
+            .clone()
+            .unwrap_or_else(|| Arc::new(l.build_state(state)));
+        assert_index_is_the_full_walk(&l, state, &index, regex);
+        (index, found.is_some())
+    };
+    // No token of the test vocabulary holds a `q` or a `w`.
+    let (first, read) = walk(&format!(r#":{ws}{{0,4}}"qq"#));
+    assert!(read, "a run of four is read from the texts");
+    let (same, _) = walk(&format!(r#":{ws}{{0,4}}"ww"#));
+    assert!(Arc::ptr_eq(&first, &same), "tokens cannot tell them apart");
+    for other in [
+        format!(r#":{ws}{{0,4}}:qq"#),
+        format!(r#":{ws}{{0,4}}"#),
+        format!(r#":{ws}{{0,4}}y"#),
+    ] {
+        let (index, read) = walk(&other);
+        assert!(read && !Arc::ptr_eq(&first, &index), "{other}");
+    }
+    let (_, read) = walk(&format!(r#":{ws}{{0,3}}"qq"#));
+    assert!(!read, "a run of another bound is walked");
+}
+
+/// What a token does past a whole run of whitespace is read from the
+/// state after the run: two lexemes that differ only there (a token of
+/// four spaces, a quote and a `b`, where no shorter run goes on to a
+/// `b`) do not share a walk.
+#[test]
+fn whitespace_walks_read_past_the_runs_end() {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.extend([b"  ".to_vec(), b"    \"b".to_vec(), b"\"".to_vec()]);
+    let vocab = Vocabulary::from_byte_tokens(tokens);
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let known = VocabSkeleton::json(&trie, 4);
+    let shared = Arc::new(Skeletons::starting_with(&known, true));
+    let walk = |regex: &str| {
+        let dfa = LazyDfa::build(regex, &limits(false)).unwrap();
+        let l = Lexeme::new(
+            Making::Now(LexDfa::Lazy(dfa)),
+            trie.clone(),
+            vocab.mask_words(),
+            shared.clone(),
+        );
+        let state = l.dfa().next(l.start(), b':');
+        let index = l.run_walk(state).expect("read from the texts");
+        assert_index_is_the_full_walk(&l, state, &index, regex);
+        index
+    };
+    let b = walk(r#":[ \t\n\r]{0,4}"b"#);
+    let c = walk(r#":[ \t\n\r]{0,4}"c"#);
+    assert!(!Arc::ptr_eq(&b, &c));
+}
