@@ -1029,6 +1029,33 @@ fn walks_past_the_quote_are_shared_by_signature() {
     assert!(quote.len() > 1, "tokens go on past a quote");
 }
 
+/// The index of the state after a colon in `regex` (a lazy lexeme on
+/// `trie`, whose next bytes are a run of whitespace), checked against
+/// the full walk, and whether it was read from the vocabulary's texts
+/// past whitespace ([`Lexeme::run_walk`]).
+fn walk_after_colon(
+    regex: &str,
+    vocab: &Vocabulary,
+    trie: &Arc<TokenTrie>,
+    skeletons: &Arc<Skeletons>,
+) -> (Arc<StateIndex>, bool) {
+    let dfa = LazyDfa::build(regex, &limits(false)).unwrap();
+    let l = Lexeme::new(
+        Making::Now(LexDfa::Lazy(dfa)),
+        trie.clone(),
+        vocab.mask_words(),
+        skeletons.clone(),
+    );
+    let state = l.dfa().next(l.start(), b':');
+    assert!(l.dfa().chain(state).is_some(), "{regex}: a run");
+    let found = l.run_walk(state);
+    let index = found
+        .clone()
+        .unwrap_or_else(|| Arc::new(l.build_state(state)));
+    assert_index_is_the_full_walk(&l, state, &index, regex);
+    (index, found.is_some())
+}
+
 /// Walks from the start of a run of JSON's whitespace are kept by what
 /// the state does to the text of tokens past the run (each escape's
 /// subtree from the state, each subtree past the run's end from the state
@@ -1042,25 +1069,7 @@ fn whitespace_walks_are_shared_by_signature() {
     let known = VocabSkeleton::json(&trie, 4);
     let shared = Arc::new(Skeletons::starting_with(&known, true));
     let ws = r"[ \t\n\r]";
-    // The index of the state after the colon, and whether it was read
-    // from the whitespace's texts.
-    let walk = |regex: &str| {
-        let dfa = LazyDfa::build(regex, &limits(false)).unwrap();
-        let l = Lexeme::new(
-            Making::Now(LexDfa::Lazy(dfa)),
-            trie.clone(),
-            vocab.mask_words(),
-            shared.clone(),
-        );
-        let state = l.dfa().next(l.start(), b':');
-        assert!(l.dfa().chain(state).is_some(), "{regex}: a run");
-        let found = l.run_walk(state);
-        let index = found
-            .clone()
-            .unwrap_or_else(|| Arc::new(l.build_state(state)));
-        assert_index_is_the_full_walk(&l, state, &index, regex);
-        (index, found.is_some())
-    };
+    let walk = |regex: &str| walk_after_colon(regex, &vocab, &trie, &shared);
     // No token of the test vocabulary holds a `q` or a `w`.
     let (first, read) = walk(&format!(r#":{ws}{{0,4}}"qq"#));
     assert!(read, "a run of four is read from the texts");
@@ -1091,16 +1100,8 @@ fn whitespace_walks_read_past_the_runs_end() {
     let known = VocabSkeleton::json(&trie, 4);
     let shared = Arc::new(Skeletons::starting_with(&known, true));
     let walk = |regex: &str| {
-        let dfa = LazyDfa::build(regex, &limits(false)).unwrap();
-        let l = Lexeme::new(
-            Making::Now(LexDfa::Lazy(dfa)),
-            trie.clone(),
-            vocab.mask_words(),
-            shared.clone(),
-        );
-        let state = l.dfa().next(l.start(), b':');
-        let index = l.run_walk(state).expect("read from the texts");
-        assert_index_is_the_full_walk(&l, state, &index, regex);
+        let (index, read) = walk_after_colon(regex, &vocab, &trie, &shared);
+        assert!(read, "{regex}: read from the texts");
         index
     };
     let b = walk(r#":[ \t\n\r]{0,4}"b"#);
