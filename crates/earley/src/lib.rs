@@ -121,8 +121,12 @@
 //!   walks a mask where each set is reached through one rule, and never
 //!   more than `D + 1`. Lexemes that may end at many nodes walk on only
 //!   from nodes with a child byte that may follow them
-//!   ([`EarleyConfig::follow_exits`]). Masks of a set shape already met
-//!   cost a row read ([`EarleyConfig::mask_cache_bytes`]).
+//!   ([`EarleyConfig::follow_exits`]). A subtree whose tokens are all
+//!   found already is not read, nor one below a level that every byte of
+//!   it gives again (a run of letters split into names every way): to
+//!   find those bytes a level is made from each level at most once per
+//!   ASCII byte, 128 more node reads a level at most. Masks of a set
+//!   shape already met cost a row read ([`EarleyConfig::mask_cache_bytes`]).
 //!
 //! Where a run of bytes splits into lexemes in many ways, items alike but
 //! for where they start are one when those levels hold the same waiting

@@ -1162,6 +1162,12 @@ pub(crate) struct Level {
     /// The level's class ([`Walker::class_of`]) once asked, else
     /// [`Level::NO_CLASS`] (classes count from 1).
     class: u32,
+    /// The ASCII bytes that make of this level, read from it, a level
+    /// holding the very same items and chunks ([`Walker::try_loops`]): a
+    /// subtree below it on those bytes alone is taken whole.
+    loops: [u64; 2],
+    /// The ASCII bytes tried for [`Level::loops`].
+    tried: [u64; 2],
 }
 
 /// The bytes the lexeme items of `items` can take.
@@ -1194,6 +1200,8 @@ impl Level {
                 .all(|(a, b)| Arc::ptr_eq(a, b) && a.unrooted);
         if same {
             group.clear();
+            self.loops = [0; 2];
+            self.tried = [0; 2];
             return;
         }
         self.reset(stamp);
@@ -1205,6 +1213,8 @@ impl Level {
     fn reset(&mut self, stamp: u64) {
         self.stamp = stamp;
         self.class = Self::NO_CLASS;
+        self.loops = [0; 2];
+        self.tried = [0; 2];
         self.own.clear();
         self.chunks.clear();
         // Clearing a map writes all its room, empty or not: a level is
@@ -1311,6 +1321,10 @@ pub(crate) struct Walker {
     spare_noted: Vec<Vec<(u32, u32, Arc<Chunk>)>>,
     /// The chunks of one exit node, before they are its level's.
     group: Vec<Arc<Chunk>>,
+    /// The tokens a summary being made need not find (empty, or the rows
+    /// of the summaries it is a child of, which are always written with
+    /// it): a subtree of those alone is not walked ([`Walker::covered`]).
+    covered: Vec<u32>,
     /// A summary's row of tokens, all zeros between summaries (or empty):
     /// a fresh one was a 16 KB zeroed allocation per summary (Llama 3),
     /// most of whose sets end as a few ids.
@@ -1371,6 +1385,14 @@ impl Exits {
         }
         drop(older);
         self.stack.extend(merged.drain(..).rev());
+    }
+
+    /// Forgets the exits noted before `end`: they lie in a subtree the
+    /// walk takes whole or has taken.
+    fn drop_before(&mut self, end: u32) {
+        while self.any_before(end) {
+            self.stack.pop();
+        }
     }
 
     fn clear(&mut self) {
@@ -1942,6 +1964,7 @@ impl Walker {
                 budget,
                 Some((&mut frontier, &mut pending)),
             )?;
+            self.drop_covered(trie, &mut pending, &allowed);
             return Ok(Summary::new(self.row_set(allowed), pending));
         }
         if let Some(ids) = few_ids(cfg, &cur.items, words) {
@@ -1970,6 +1993,9 @@ impl Walker {
             let chunk = Self::base_chunk(cfg, after, budget, Some(&mut frontier))?;
             let at_exit = std::mem::take(&mut frontier.reached);
             for &(node, depth) in exits {
+                if self.covered(trie, node as usize, &allowed) {
+                    continue;
+                }
                 for &(marker, rule) in &at_exit {
                     pending.push((marker, rule, node, depth));
                 }
@@ -1985,7 +2011,15 @@ impl Walker {
             budget,
             Some((&mut frontier, &mut pending)),
         )?;
+        self.drop_covered(trie, &mut pending, &allowed);
         Ok(Summary::new(self.row_set(allowed), pending))
+    }
+
+    /// Drops the completions into older sets noted at nodes whose subtree
+    /// `row` holds whole ([`Walker::covered`]): the walks after them
+    /// could only find its tokens again.
+    fn drop_covered(&self, trie: &TokenTrie, pending: &mut Vec<PendingAt>, row: &[u32]) {
+        pending.retain(|&(_, _, node, _)| !self.covered(trie, node as usize, row));
     }
 
     /// The summary of the pending subtrees of `groups`: per trie node, the
@@ -2073,6 +2107,7 @@ impl Walker {
             budget,
             Some((&mut frontier, &mut pending)),
         )?;
+        self.drop_covered(trie, &mut pending, &found);
         Ok(Summary::new(self.row_set(found), pending))
     }
 
@@ -2145,7 +2180,11 @@ impl Walker {
             let child = match known {
                 Some(child) => child,
                 None => {
-                    let child = Arc::new(self.summarize_pending(
+                    // The child is kept in this summary's children alone,
+                    // so it is always written after the rows of its chain.
+                    self.covered.clear();
+                    self.covered.extend_from_slice(row);
+                    let made = self.summarize_pending(
                         cfg,
                         trie,
                         (&summary.groups, &origins),
@@ -2153,7 +2192,9 @@ impl Walker {
                         &next_markers,
                         row.len(),
                         budget,
-                    )?);
+                    );
+                    self.covered.clear();
+                    let child = Arc::new(made?);
                     let mut children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
                     if children.len() >= CHILDREN {
                         children.clear();
@@ -2476,18 +2517,24 @@ impl Walker {
                 self.levels.resize_with(d + 1, Level::default);
             }
             budget.spend(1)?;
-            scanned.clear();
-            {
-                let from = &self.levels[d - 1];
-                let here = Origin::Local(d as u32 - 1);
-                scan(cfg, &from.own, &here, n.byte, &mut scanned);
-                for c in &from.chunks {
-                    if c.takes(n.byte) {
-                        scan(cfg, c.lexical(), &here, n.byte, &mut scanned);
+            if self.covered(trie, j, row) {
+                self.exits.drop_before(n.next);
+                j = n.next as usize;
+                continue;
+            }
+            if self.levels[d - 1].loops != [0; 2] {
+                let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                if self.try_loops(cfg, trie, j, &mut scanned, budget, reborrowed)? {
+                    for &t in trie.subtree_tokens(j) {
+                        row[t as usize / 32] |= 1 << (t % 32);
                     }
+                    self.exits.drop_before(n.next);
+                    j = n.next as usize;
+                    continue;
                 }
             }
-            if scanned.is_empty() {
+            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+            if !self.make_level(cfg, (j, d, n.byte), &mut scanned, budget, reborrowed)? {
                 if self.exits.any_before(n.next) {
                     let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
                     self.walk_exits(cfg, trie, n.next, row, budget, reborrowed)?;
@@ -2495,74 +2542,20 @@ impl Walker {
                 j = n.next as usize;
                 continue;
             }
-            dedupe(&mut scanned, &mut self.seen);
-            if scanned.len() > 1 {
-                self.merge_alike_origins(cfg, &mut scanned);
+            // A level made again from its parent: the parent loops on the
+            // byte ([`Level::loops`]).
+            let again = d >= 2 && n.byte < 128 && self.same_levels(d - 1, d);
+            if again {
+                let parent = &mut self.levels[d - 1];
+                parent.loops[n.byte as usize >> 6] |= 1 << (n.byte & 63);
+                parent.tried[n.byte as usize >> 6] |= 1 << (n.byte & 63);
             }
-            if scanned.len() > budget.max_items {
-                return Err(StepError::LimitExceeded {
-                    what: "the Earley items after one byte".into(),
-                    limit: budget.max_items,
-                    knob: "max_items".into(),
-                });
-            }
-            budget.spend(scanned.len())?;
-            let stamp = self.stamp();
-            self.levels[d].reset(stamp);
-            // The lexeme items that may end here, each with its closure:
-            // two with the same position, lexeme state and closure go on
-            // alike (the splits of a word into words), and one is kept.
-            let mut ended = std::mem::take(&mut self.ended);
-            ended.clear();
-            let mut k = 0;
-            while k < scanned.len() {
-                let item = &scanned[k];
-                let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
-                    k += 1;
-                    continue;
-                };
-                if !cfg.lexemes[l as usize].accepts(item.lex) {
-                    k += 1;
-                    continue;
-                }
-                let chunk = match &mut summarizing {
-                    Some((frontier, _)) => self.chunk(cfg, item, d, budget, Some(frontier))?,
-                    None => self.chunk(cfg, item, d, budget, None)?,
-                };
-                if scanned.len() > 1 {
-                    let alike = |(pos, lex, c): &(u32, u32, Arc<Chunk>)| {
-                        (*pos, *lex) == (item.pos, item.lex) && Arc::ptr_eq(c, &chunk)
-                    };
-                    if ended.iter().any(alike) {
-                        scanned.swap_remove(k);
-                        continue;
-                    }
-                    ended.push((item.pos, item.lex, chunk.clone()));
-                }
-                k += 1;
-                if let Some((frontier, pending)) = &mut summarizing {
-                    for &(marker, rule) in &chunk.reached {
-                        match frontier.looped(marker, rule) {
-                            Some(after) => {
-                                let level = &mut self.levels[d];
-                                if !level.chunks.iter().any(|c| c.same_future(cfg, after)) {
-                                    level.chunks.push(after.clone());
-                                }
-                            }
-                            None => pending.push((marker, rule, j as u32, n.depth)),
-                        }
-                    }
-                }
-                let level = &mut self.levels[d];
-                if !level.chunks.iter().any(|c| c.same_future(cfg, &chunk)) {
-                    level.chunks.push(chunk);
-                }
-            }
-            ended.clear();
-            self.ended = ended;
-            std::mem::swap(&mut self.levels[d].own, &mut scanned);
             if self.exits.any_before(j as u32 + 1) {
                 Self::take_exits(&mut self.exits, cfg, j as u32, &mut self.levels[d].chunks);
+            }
+            if again && self.same_levels(d - 1, d) {
+                let (loops, tried) = (self.levels[d - 1].loops, self.levels[d - 1].tried);
+                (self.levels[d].loops, self.levels[d].tried) = (loops, tried);
             }
             for &t in &trie.tokens[trie.token_start[j] as usize..trie.token_start[j + 1] as usize] {
                 row[t as usize / 32] |= 1 << (t % 32);
@@ -2578,6 +2571,187 @@ impl Walker {
         scanned.clear();
         self.spare.push(scanned);
         Ok(())
+    }
+
+    /// Makes level `d` from level `d - 1` and the byte of trie node `j`:
+    /// false where no item takes the byte (the level is then not made).
+    /// `scanned` is room, left holding what it will.
+    fn make_level(
+        &mut self,
+        cfg: &Cfg,
+        (j, d, byte): (usize, usize, u8),
+        scanned: &mut Vec<Item>,
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<bool, StepError> {
+        scanned.clear();
+        {
+            let from = &self.levels[d - 1];
+            let here = Origin::Local(d as u32 - 1);
+            scan(cfg, &from.own, &here, byte, scanned);
+            for c in &from.chunks {
+                if c.takes(byte) {
+                    scan(cfg, c.lexical(), &here, byte, scanned);
+                }
+            }
+        }
+        if scanned.is_empty() {
+            return Ok(false);
+        }
+        dedupe(scanned, &mut self.seen);
+        if scanned.len() > 1 {
+            self.merge_alike_origins(cfg, scanned);
+        }
+        if scanned.len() > budget.max_items {
+            return Err(StepError::LimitExceeded {
+                what: "the Earley items after one byte".into(),
+                limit: budget.max_items,
+                knob: "max_items".into(),
+            });
+        }
+        budget.spend(scanned.len())?;
+        let stamp = self.stamp();
+        self.levels[d].reset(stamp);
+        // The lexeme items that may end here, each with its closure:
+        // two with the same position, lexeme state and closure go on
+        // alike (the splits of a word into words), and one is kept.
+        let mut ended = std::mem::take(&mut self.ended);
+        ended.clear();
+        let mut k = 0;
+        while k < scanned.len() {
+            let item = &scanned[k];
+            let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+                k += 1;
+                continue;
+            };
+            if !cfg.lexemes[l as usize].accepts(item.lex) {
+                k += 1;
+                continue;
+            }
+            let chunk = match &mut summarizing {
+                Some((frontier, _)) => self.chunk(cfg, item, d, budget, Some(frontier))?,
+                None => self.chunk(cfg, item, d, budget, None)?,
+            };
+            if scanned.len() > 1 {
+                let alike = |(pos, lex, c): &(u32, u32, Arc<Chunk>)| {
+                    (*pos, *lex) == (item.pos, item.lex) && Arc::ptr_eq(c, &chunk)
+                };
+                if ended.iter().any(alike) {
+                    scanned.swap_remove(k);
+                    continue;
+                }
+                ended.push((item.pos, item.lex, chunk.clone()));
+            }
+            k += 1;
+            if let Some((frontier, pending)) = &mut summarizing {
+                for &(marker, rule) in &chunk.reached {
+                    match frontier.looped(marker, rule) {
+                        Some(after) => {
+                            let level = &mut self.levels[d];
+                            if !level.chunks.iter().any(|c| c.same_future(cfg, after)) {
+                                level.chunks.push(after.clone());
+                            }
+                        }
+                        None => pending.push((marker, rule, j as u32, d as u32)),
+                    }
+                }
+            }
+            let level = &mut self.levels[d];
+            if !level.chunks.iter().any(|c| c.same_future(cfg, &chunk)) {
+                level.chunks.push(chunk);
+            }
+        }
+        ended.clear();
+        self.ended = ended;
+        std::mem::swap(&mut self.levels[d].own, scanned);
+        Ok(true)
+    }
+
+    /// Whether every token of node `j`'s subtree is in `row` or in
+    /// [`Walker::covered`] already. Walked, the subtree could give only
+    /// those tokens again, and completions into older sets at its nodes
+    /// that lead only below them: it is passed over, with what was noted
+    /// in it. Most nodes fail at their first token, not yet found.
+    #[inline]
+    fn covered(&self, trie: &TokenTrie, j: usize, row: &[u32]) -> bool {
+        let base = &self.covered;
+        trie.subtree_tokens(j).iter().all(|&t| {
+            let w = t as usize / 32;
+            let word = row[w] | base.get(w).copied().unwrap_or(0);
+            word >> (t % 32) & 1 == 1
+        })
+    }
+
+    /// Whether node `j`'s subtree is taken whole: the parent's level loops
+    /// ([`Level::loops`]) on the node's byte and on every byte below it,
+    /// so every node of the subtree holds that level again and its every
+    /// token is allowed. The bytes not tried yet are tried first, each by
+    /// making level `d` from the parent with it and comparing (a subtree
+    /// with a byte that does not loop is walked).
+    ///
+    /// A level is made from the one above it, the byte, and the older
+    /// levels its items start in alone; a level alike at another depth
+    /// starts its new items in itself, alike too. So a byte that gives a
+    /// level again gives it again from the copy, at any depth below.
+    /// Completions into older sets noted while trying are dropped: below a
+    /// node taken whole, the walks after them could only take tokens of
+    /// its subtree again.
+    fn try_loops(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        j: usize,
+        scanned: &mut Vec<Item>,
+        budget: &mut Budget,
+        mut summarizing: Option<(&mut Frontier, &mut Vec<PendingAt>)>,
+    ) -> Result<bool, StepError> {
+        let n = trie.nodes[j];
+        let d = n.depth as usize;
+        let below = &trie.below[j];
+        if n.byte >= 128 || below.non_ascii {
+            return Ok(false);
+        }
+        let mut wanted = below.ascii;
+        wanted[n.byte as usize >> 6] |= 1 << (n.byte & 63);
+        let parent = &self.levels[d - 1];
+        let untried = [wanted[0] & !parent.tried[0], wanted[1] & !parent.tried[1]];
+        // Given up at the first byte that does not loop: the subtree is
+        // walked anyway.
+        if (0..2).any(|w| wanted[w] & parent.tried[w] & !parent.loops[w] != 0) {
+            return Ok(false);
+        }
+        for (w, &word) in untried.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let b = (w * 64) as u8 + bits.trailing_zeros() as u8;
+                bits &= bits - 1;
+                let pending_before = summarizing.as_ref().map_or(0, |(_, p)| p.len());
+                let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                let loops = self.make_level(cfg, (j, d, b), scanned, budget, reborrowed)?
+                    && self.same_levels(d - 1, d);
+                if let Some((_, pending)) = &mut summarizing {
+                    pending.truncate(pending_before);
+                }
+                let parent = &mut self.levels[d - 1];
+                parent.tried[w] |= 1 << (b & 63);
+                if !loops {
+                    return Ok(false);
+                }
+                parent.loops[w] |= 1 << (b & 63);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether levels `a` and `b` hold the same items and the same chunks.
+    fn same_levels(&self, a: usize, b: usize) -> bool {
+        let (a, b) = (&self.levels[a], &self.levels[b]);
+        a.own == b.own
+            && a.chunks.len() == b.chunks.len()
+            && a.chunks
+                .iter()
+                .zip(&b.chunks)
+                .all(|(x, y)| Arc::ptr_eq(x, y))
     }
 
     /// Whether the subtree below a node at level `d` is walked lexeme by
@@ -2708,6 +2882,8 @@ impl Walker {
         let n = trie.nodes[j];
         let d = n.depth as usize;
         let mut items = std::mem::take(&mut self.levels[d].own);
+        self.levels[d].loops = [0; 2];
+        self.levels[d].tried = [0; 2];
         let mut noted = self.spare_noted.pop().unwrap_or_default();
         // Taken (a walk below an exit takes its own) and put back.
         let mut kept = std::mem::take(&mut self.kept);
@@ -2759,6 +2935,9 @@ impl Walker {
                 }
             }
             for &(e, depth) in item_exits {
+                if self.covered(trie, e as usize, row) {
+                    continue;
+                }
                 let k = depth as usize;
                 if self.levels.len() <= k {
                     self.levels.resize_with(k + 1, Level::default);

@@ -455,3 +455,47 @@ fn keys_of_a_large_real_object_on_llama3() {
     }
     assert!(walked > 0, "o39532 has valid instances");
 }
+
+/// Names that may follow names with nothing between (`item (ws item)*`
+/// with `ws ::= [ \t]*`, as in GBNF itself): after a name, every token of
+/// letters and digits ends it anywhere or goes on with it, and every split
+/// completes the rules above in older sets. Each step must be done
+/// within 200,000 item operations (a hundredth of the default
+/// `max_step_work`; 50,000–100,000 are needed), where walking every letter
+/// node of the vocabulary through the parser took more than 400,000: runs
+/// of letters are taken whole once the parser's level repeats, and
+/// subtrees whose tokens are all found already are not walked again.
+const NAMES_AFTER_NAMES: &str = r#"
+root   ::= rule+
+rule   ::= name ws "::=" ws alts "\n"
+alts   ::= seq (ws "|" ws seq)*
+seq    ::= item (ws item)*
+item   ::= (name | "\"" [a-z+*/() -]* "\"" | "(" ws alts ws ")") [*+?]?
+name   ::= [a-zA-Z] [a-zA-Z0-9_-]*
+ws     ::= [ \t]*
+"#;
+
+#[test]
+fn names_after_names_fill_within_a_small_budget_on_llama3() {
+    let Some(loaded) = tokenizers() else {
+        return;
+    };
+    let Some(l) = loaded.iter().find(|l| l.name == "llama3") else {
+        tokensieve_core::skip!("no llama3 tokenizer");
+        return;
+    };
+    let config = EarleyConfig {
+        max_step_work: 200_000,
+        shared_lexemes: false,
+        ..EarleyConfig::default()
+    };
+    let backend = EarleyBackend::new(l.vocab.clone(), config);
+    let grammar = backend
+        .compile(&Constraint::ebnf(NAMES_AFTER_NAMES, "root"))
+        .expect("compiles");
+    let text = "root ::= expr\nexpr ::= term (ws (\"+\" | \"-\") ws term)*\n\
+                term ::= factor (ws \"*\" ws factor)* | \"(\" expr \")\"\n";
+    let mut r = SplitMix64(0x4e41_4d45);
+    let (verdict, _) = walk(l, "names after names", &*grammar, text, &mut r);
+    assert_eq!(verdict, Walk::Accepted);
+}
