@@ -1108,3 +1108,24 @@ fn whitespace_walks_read_past_the_runs_end() {
     let c = walk(r#":[ \t\n\r]{0,4}"c"#);
     assert!(!Arc::ptr_eq(&b, &c));
 }
+
+#[test]
+fn exits_are_sorted_as_a_comparison_sort_would() {
+    let mut r = SplitMix64(0x5047_0e17);
+    for len in [0, 1, 100, 4095, 4096, 5000, 120_000] {
+        // Distinct nodes over more than 16 bits, then a few repeated with
+        // another depth.
+        let mut nodes: Vec<u32> = (0..len as u32).map(|i| i * 37 % 400_009).collect();
+        for i in (1..nodes.len()).rev() {
+            nodes.swap(i, r.below(i + 1));
+        }
+        let mut exits: Vec<(u32, u32)> = nodes.iter().map(|&n| (n, n % 23)).collect();
+        if len > 10 {
+            exits.push((exits[3].0, exits[3].1 + 1));
+        }
+        let mut expected = exits.clone();
+        expected.sort_unstable();
+        walk::sort_exits(&mut exits);
+        assert_eq!(exits, expected, "{len} exits");
+    }
+}
