@@ -208,7 +208,7 @@ impl Lexeme {
         // The children of a few-byte state's bytes (see below).
         let (mut few_bytes, mut few_kids) = ([0u8; FEW], [0u32; FEW]);
         // As in [`Lexeme::scan_range`].
-        let mut loops_of = (DEAD, [0u64; 2]);
+        let mut loops = LoopCache::default();
         while let Some((node, from, depth, run)) = pending.pop() {
             // How many bytes `from` takes, where it is not partway
             // through a run.
@@ -298,13 +298,11 @@ impl Lexeme {
                     kept.push(trie.token_start[k], trie.token_start[end]);
                     continue;
                 }
+                let accepting = !leaf && dfa.is_accepting(next);
                 let below = &trie.below[k];
-                if !leaf && !below.non_ascii && dfa.is_accepting(next) {
-                    if loops_of.0 != next {
-                        loops_of = (next, accepting_loop(dfa.row(next), classes, next));
-                    }
-                    let loops = loops_of.1;
-                    if (0..2).all(|w| below.ascii[w] & !loops[w] == 0) {
+                if accepting && end - k >= LOOP_SUBTREE && !below.non_ascii {
+                    let bytes = loops.get(next, || accepting_loop(dfa.row(next), classes, next));
+                    if (0..2).all(|w| below.ascii[w] & !bytes[w] == 0) {
                         kept.push(trie.token_start[k], trie.token_start[end]);
                         push_exits_below(trie, k, depth + 1, exits);
                         continue;
@@ -312,7 +310,7 @@ impl Lexeme {
                 }
                 kept.push(trie.token_start[k], trie.token_start[k + 1]);
                 if !leaf {
-                    if dfa.is_accepting(next) {
+                    if accepting {
                         exits.push((kid, depth + 1));
                     }
                     pending.push((kid, next, depth + 1, 0));
@@ -369,9 +367,9 @@ impl Lexeme {
         // node before `end` no deeper than `top` keeps its tokens without
         // a DFA step; those one deeper read on from the state at `top`.
         let mut zones: Vec<(usize, u32)> = Vec::new();
-        // The ASCII bytes that lead the state last asked about back to
-        // itself, where it accepts (an identifier past its first letter).
-        let mut loops_of = (DEAD, [0u64; 2]);
+        // The ASCII bytes that lead a state back to itself, where it
+        // accepts (an identifier past its first letter).
+        let mut loops = LoopCache::default();
         let mut i = first;
         while i < end {
             let n = trie.nodes[i];
@@ -397,21 +395,6 @@ impl Lexeme {
                 continue;
             }
             let below = &trie.below[i];
-            if !below.non_ascii && dfa.is_accepting(next) {
-                if loops_of.0 != next {
-                    loops_of = (next, accepting_loop(dfa.row(next), classes, next));
-                }
-                let loops = loops_of.1;
-                if (0..2).all(|w| below.ascii[w] & !loops[w] == 0) {
-                    // Every byte below leads back to `next`: each node
-                    // keeps its tokens and is an exit where it has any
-                    // below it, read off the trie without a step.
-                    kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
-                    push_exits_below(trie, i, n.depth, exits);
-                    i = n.next as usize;
-                    continue;
-                }
-            }
             if step_of.0 != next {
                 step_of = (next, self.runs.step(dfa, next).copied());
             }
@@ -439,15 +422,33 @@ impl Lexeme {
                     continue;
                 }
             }
+            let accepting = dfa.is_accepting(next);
+            if accepting && n.next as usize - i >= LOOP_SUBTREE && !below.non_ascii {
+                let bytes = loops.get(next, || accepting_loop(dfa.row(next), classes, next));
+                if (0..2).all(|w| below.ascii[w] & !bytes[w] == 0) {
+                    // Every byte below leads back to `next`: each node
+                    // keeps its tokens and is an exit where it has any
+                    // below it, read off the trie without a step.
+                    kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
+                    push_exits_below(trie, i, n.depth, exits);
+                    i = n.next as usize;
+                    continue;
+                }
+            }
             stack[d] = dfa.row(next);
             kept.push(trie.token_start[i], trie.token_start[i + 1]);
-            if dfa.is_accepting(next) && n.next as usize > i + 1 {
+            if accepting {
                 exits.push((i as u32, n.depth));
             }
             i += 1;
         }
     }
 }
+
+/// Nodes from which a subtree is looked at for an accepting loop over
+/// all its bytes ([`accepting_loop`]): below, stepping node by node costs
+/// less than finding the loop's bytes.
+const LOOP_SUBTREE: usize = 4;
 
 /// The exits of a subtree whose every node holds one accepting state
 /// (its bytes all loop on it): node `top`, at walk depth `depth`, and
@@ -459,6 +460,28 @@ fn push_exits_below(trie: &TokenTrie, top: usize, depth: u32, exits: &mut Vec<(u
         if n.next as usize > k + 1 {
             exits.push((k as u32, depth + n.depth - base));
         }
+    }
+}
+
+/// [`accepting_loop`] of the states a walk met lately, by state: a walk
+/// goes back and forth between a few (an identifier's first and later
+/// letters).
+struct LoopCache([(u32, [u64; 2]); 4]);
+
+impl Default for LoopCache {
+    fn default() -> Self {
+        LoopCache([(DEAD, [0; 2]); 4])
+    }
+}
+
+impl LoopCache {
+    #[inline]
+    fn get(&mut self, state: u32, make: impl FnOnce() -> [u64; 2]) -> [u64; 2] {
+        let slot = &mut self.0[state as usize % 4];
+        if slot.0 != state {
+            *slot = (state, make());
+        }
+        slot.1
     }
 }
 
