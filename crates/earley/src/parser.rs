@@ -77,6 +77,9 @@ type FxBuild = BuildHasherDefault<FxHasher>;
 type FxHashMap<K, V> = HashMap<K, V, FxBuild>;
 type FxHashSet<K> = HashSet<K, FxBuild>;
 
+/// [`Level::loops`] and [`Level::tried`].
+type LoopBytes = ([u64; 2], [u64; 2]);
+
 /// One symbol of the flat grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sym {
@@ -1168,6 +1171,10 @@ pub(crate) struct Level {
     loops: [u64; 2],
     /// The ASCII bytes tried for [`Level::loops`].
     tried: [u64; 2],
+    /// Whether [`Walker::loop_memo`] was asked about this level, and the
+    /// level's key there once made.
+    looked: bool,
+    loop_key: Option<Box<[u64]>>,
 }
 
 /// The bytes the lexeme items of `items` can take.
@@ -1200,8 +1207,7 @@ impl Level {
                 .all(|(a, b)| Arc::ptr_eq(a, b) && a.unrooted);
         if same {
             group.clear();
-            self.loops = [0; 2];
-            self.tried = [0; 2];
+            self.forget_loops();
             return;
         }
         self.reset(stamp);
@@ -1210,11 +1216,17 @@ impl Level {
 
     const NO_CLASS: u32 = 0;
 
+    fn forget_loops(&mut self) {
+        self.loops = [0; 2];
+        self.tried = [0; 2];
+        self.looked = false;
+        self.loop_key = None;
+    }
+
     fn reset(&mut self, stamp: u64) {
         self.stamp = stamp;
         self.class = Self::NO_CLASS;
-        self.loops = [0; 2];
-        self.tried = [0; 2];
+        self.forget_loops();
         self.own.clear();
         self.chunks.clear();
         // Clearing a map writes all its room, empty or not: a level is
@@ -1321,6 +1333,11 @@ pub(crate) struct Walker {
     spare_noted: Vec<Vec<(u32, u32, Arc<Chunk>)>>,
     /// The chunks of one exit node, before they are its level's.
     group: Vec<Arc<Chunk>>,
+    /// [`Level::loops`] and [`Level::tried`] of the levels of one walk by
+    /// what decides them ([`Walker::loop_key`]): the levels a run of
+    /// names makes after each of its first two letters are alike, and
+    /// each tried the same bytes again.
+    loop_memo: FxHashMap<Box<[u64]>, LoopBytes>,
     /// The tokens a summary being made need not find (empty, or the rows
     /// of the summaries it is a child of, which are always written with
     /// it): a subtree of those alone is not walked ([`Walker::covered`]).
@@ -1685,6 +1702,9 @@ impl Walker {
     fn start(&mut self) {
         if !self.set_memo.is_empty() {
             self.set_memo.clear();
+        }
+        if !self.loop_memo.is_empty() {
+            self.loop_memo.clear();
         }
         if !self.interned.is_empty() {
             self.interned.clear();
@@ -2546,6 +2566,14 @@ impl Walker {
             // byte ([`Level::loops`]).
             let again = d >= 2 && n.byte < 128 && self.same_levels(d - 1, d);
             if again {
+                // A level that loops: what a level alike found is taken.
+                // Asked only of such levels holding several items (the
+                // splits of a run of names): a key costs about what a few
+                // tries do, and a C grammar's levels of one identifier
+                // paid more for keys than they saved.
+                if !self.levels[d - 1].looked && self.levels[d - 1].own.len() > 1 {
+                    self.recall_loops(cfg, d - 1);
+                }
                 let parent = &mut self.levels[d - 1];
                 parent.loops[n.byte as usize >> 6] |= 1 << (n.byte & 63);
                 parent.tried[n.byte as usize >> 6] |= 1 << (n.byte & 63);
@@ -2735,12 +2763,79 @@ impl Walker {
                 let parent = &mut self.levels[d - 1];
                 parent.tried[w] |= 1 << (b & 63);
                 if !loops {
+                    self.remember_loops(d - 1);
                     return Ok(false);
                 }
                 parent.loops[w] |= 1 << (b & 63);
             }
         }
+        if untried != [0; 2] {
+            self.remember_loops(d - 1);
+        }
         Ok(true)
+    }
+
+    /// What decides [`Level::loops`] of level `k`: its depth, its items
+    /// and chunks as they are, and the class ([`Walker::class_of`]) of
+    /// each level their items start in. Making a level from it reads
+    /// those levels only through what waits in them, so two levels of
+    /// one key make from each byte levels alike, each the same as its
+    /// parent or neither.
+    fn loop_key(&mut self, cfg: &Cfg, k: usize) -> Box<[u64]> {
+        let mut origins: Vec<u32> = Vec::new();
+        let mut key: Vec<u64> = vec![k as u64];
+        let code = |origin: &Origin, origins: &mut Vec<u32>| match origin {
+            Origin::Here => u64::MAX,
+            Origin::Set(s) => Arc::as_ptr(s) as u64,
+            Origin::Local(x) => {
+                origins.push(*x);
+                u64::MAX - 1 - u64::from(*x)
+            }
+        };
+        let level = &self.levels[k];
+        for i in &level.own {
+            key.push(u64::from(i.pos) << 32 | u64::from(i.lex));
+            key.push(code(&i.origin, &mut origins));
+        }
+        key.push(u64::MAX);
+        for c in &level.chunks {
+            key.push(Arc::as_ptr(c) as u64);
+            for i in &c.items {
+                if let Origin::Local(x) = i.origin {
+                    origins.push(x);
+                }
+            }
+        }
+        origins.sort_unstable();
+        origins.dedup();
+        key.push(u64::MAX);
+        for x in origins {
+            let class = self.class_of(cfg, x as usize);
+            key.push(u64::from(x) << 32 | u64::from(class));
+        }
+        key.into_boxed_slice()
+    }
+
+    /// Sets [`Level::loops`] of level `k` from a level alike met before in
+    /// this walk, if one was.
+    fn recall_loops(&mut self, cfg: &Cfg, k: usize) {
+        let key = self.loop_key(cfg, k);
+        let level = &mut self.levels[k];
+        level.looked = true;
+        if let Some(&(loops, tried)) = self.loop_memo.get(&key) {
+            (level.loops, level.tried) = (loops, tried);
+        }
+        level.loop_key = Some(key);
+    }
+
+    /// Keeps what was found of [`Level::loops`] of level `k` for the
+    /// levels alike, where its key was made.
+    fn remember_loops(&mut self, k: usize) {
+        let level = &self.levels[k];
+        if let Some(key) = &level.loop_key {
+            self.loop_memo
+                .insert(key.clone(), (level.loops, level.tried));
+        }
     }
 
     /// Whether levels `a` and `b` hold the same items and the same chunks.
@@ -2882,8 +2977,9 @@ impl Walker {
         let n = trie.nodes[j];
         let d = n.depth as usize;
         let mut items = std::mem::take(&mut self.levels[d].own);
-        self.levels[d].loops = [0; 2];
-        self.levels[d].tried = [0; 2];
+        self.levels[d].forget_loops();
+        // Its items are taken out meanwhile: nothing is looked up for it.
+        self.levels[d].looked = true;
         let mut noted = self.spare_noted.pop().unwrap_or_default();
         // Taken (a walk below an exit takes its own) and put back.
         let mut kept = std::mem::take(&mut self.kept);
