@@ -69,6 +69,10 @@ struct Builder {
     pending: Vec<u8>,
     /// Heap bytes of the sets and rows made so far.
     bytes: usize,
+    /// Heap bytes of the sets alone: the work of making them.
+    set_bytes: usize,
+    /// The limit that stopped the making of a state, once one has.
+    stopped_by: Option<Stop>,
     /// Closure scratch: NFA states met in this closure (by generation).
     mark: Vec<u32>,
     generation: u32,
@@ -110,6 +114,17 @@ struct WalkRoom {
     to_set: Vec<Vec<u32>>,
     touched: Vec<usize>,
     steps: Vec<usize>,
+}
+
+/// A limit of [`LazyDfa`] that stopped the making of a state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// `max_dfa_states` states made.
+    States,
+    /// `dfa_size_limit` heap bytes of sets and rows.
+    Bytes,
+    /// [`LazyDfa::limit_set_bytes`] heap bytes of sets.
+    SetBytes,
 }
 
 /// Fewest byte classes a loop's state reads for [`LazyDfa::prune`] to ask
@@ -243,6 +258,7 @@ pub struct LazyDfa {
     states: AtomicUsize,
     max_states: usize,
     max_bytes: usize,
+    max_set_bytes: usize,
     exhausted: AtomicBool,
 }
 
@@ -355,6 +371,8 @@ impl LazyDfa {
                 sets: SetTable::new(),
                 pending: vec![0],
                 bytes: 0,
+                set_bytes: 0,
+                stopped_by: None,
                 mark: vec![0; n],
                 generation: 0,
                 stack: Vec::new(),
@@ -373,6 +391,7 @@ impl LazyDfa {
             states: AtomicUsize::new(1),
             max_states: limits.max_dfa_states,
             max_bytes: limits.dfa_size_limit,
+            max_set_bytes: usize::MAX,
             exhausted: AtomicBool::new(false),
         };
         let _ = dfa.accepting.get_or_init(DEAD, || false);
@@ -485,19 +504,48 @@ impl LazyDfa {
     /// The error that [`LazyDfa::exhausted`] stands for.
     pub fn exhausted_error(&self) -> GrammarError {
         let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
-        if b.sets.len() >= self.max_states {
-            GrammarError::LimitExceeded {
+        match b.stopped_by {
+            Some(Stop::States) => GrammarError::LimitExceeded {
                 what: format!("a lexeme's lazily built DFA ({} states)", b.sets.len()),
                 limit: self.max_states,
                 knob: "max_dfa_states".into(),
-            }
-        } else {
-            GrammarError::LimitExceeded {
+            },
+            Some(Stop::SetBytes) => GrammarError::LimitExceeded {
+                what: format!(
+                    "a lexeme's lazily built DFA ({} heap bytes of NFA state sets)",
+                    b.set_bytes
+                ),
+                limit: self.max_set_bytes,
+                knob: "determinize_size_limit".into(),
+            },
+            _ => GrammarError::LimitExceeded {
                 what: format!("a lexeme's lazily built DFA ({} heap bytes)", b.bytes),
                 limit: self.max_bytes,
                 knob: "dfa_size_limit".into(),
-            }
+            },
         }
+    }
+
+    /// The limit that stopped the making of a state, if one has, and what
+    /// it had counted: states, or heap bytes.
+    pub fn stopped_by(&self) -> Option<(Stop, usize)> {
+        let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        b.stopped_by.map(|stop| {
+            let count = match stop {
+                Stop::States => b.sets.len(),
+                Stop::Bytes => b.bytes,
+                Stop::SetBytes => b.set_bytes,
+            };
+            (stop, count)
+        })
+    }
+
+    /// Bounds the heap bytes of the NFA state sets behind the states made
+    /// (by default only `dfa_size_limit` bounds them, with the rows): the
+    /// sets' total size is the work of making them.
+    pub fn limit_set_bytes(mut self, bytes: usize) -> LazyDfa {
+        self.max_set_bytes = bytes;
+        self
     }
 
     /// Heap bytes held (the NFA, the states made, their sets).
@@ -712,7 +760,17 @@ impl LazyDfa {
             Err(hash) => hash,
         };
         let bytes = b.out.len() * 8 + 48;
-        if b.sets.len() >= self.max_states || b.bytes + bytes > self.max_bytes {
+        let stop = if b.sets.len() >= self.max_states {
+            Some(Stop::States)
+        } else if b.bytes + bytes > self.max_bytes {
+            Some(Stop::Bytes)
+        } else if b.set_bytes + bytes > self.max_set_bytes {
+            Some(Stop::SetBytes)
+        } else {
+            None
+        };
+        if let Some(stop) = stop {
+            b.stopped_by.get_or_insert(stop);
             if !self.exhausted.swap(true, Ordering::SeqCst) {
                 EXHAUSTIONS.fetch_add(1, Ordering::SeqCst);
             }
@@ -720,6 +778,7 @@ impl LazyDfa {
         }
         let accepting = b.out.iter().any(|&q| self.nfa.is_match(q));
         b.bytes += bytes;
+        b.set_bytes += bytes;
         let id = b.sets.push(hash, &b.out);
         let _ = self.accepting.get_or_init(id, || accepting);
         b.pending.push(pending);

@@ -79,5 +79,5 @@ pub use dfa::{
 };
 pub use grow::Grow;
 pub use json_keys::{OtherKeys, STAND_IN_MARK};
-pub use lazy::{Chain, LazyDfa, Part};
+pub use lazy::{Chain, LazyDfa, Part, Stop};
 pub use product::LazyProduct;

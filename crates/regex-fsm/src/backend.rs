@@ -271,7 +271,7 @@ impl GrammarBackend for RegexFsmBackend {
 /// What a compilation built, and how long each part took.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildStats {
-    /// States of the `regex-automata` DFA, before pruning and minimization.
+    /// States of the DFA as determinized, before pruning and minimization.
     pub raw_dfa_states: usize,
     /// States of the final DFA (the dead one included).
     pub dfa_states: usize,

@@ -28,9 +28,10 @@
 //!    `Ebnf` through the GBNF front end of `tokensieve-grammar` and
 //!    `Grammar::to_regex`.
 //! 2. [`ByteDfa`](tokensieve_automata::ByteDfa): `regex-syntax` parses (look-around and back-references
-//!    are `Unsupported` errors with their byte offset), `regex-automata`
-//!    builds a dense DFA anchored at the start that must match the *whole*
-//!    output; states that can no longer reach a match are pruned into the
+//!    are `Unsupported` errors with their byte offset), every state of the
+//!    pattern's lazy DFA is made (`regex-automata`'s dense DFA where the
+//!    pattern has look-around), anchored at the start, matching the
+//!    *whole* output; states that can no longer reach a match are pruned into the
 //!    dead state (so "alive" always means "can still be completed"), then
 //!    the DFA is minimized. Size limits are `LimitExceeded` errors naming
 //!    the knob.
