@@ -1105,6 +1105,21 @@ impl<'a> Lowerer<'a> {
             }
         }
         let sep = self.layout.item_sep(level);
+        // Each optional member's text is written about log2(n) + 2 times
+        // (`nonempty_subsequence`): objects of many optional members nested
+        // in one another multiply, and a real schema's would be hundreds of
+        // MiB. Its length is bounded before any of it is written.
+        let bound = members_len(&items, sep.len() as u64);
+        if bound > self.limits.max_regex_len as u64 {
+            let at = object_ptr(m);
+            return Err(GrammarError::LimitExceeded {
+                what: format!(
+                    "regex length for {at} (up to {bound} bytes, counted before writing it)"
+                ),
+                limit: self.limits.max_regex_len,
+                knob: "LoweringLimits::max_regex_len".into(),
+            });
+        }
         let (body, optional) = match (items.is_empty(), extra) {
             (true, None) if nonempty => return Ok(Lang::Never),
             (true, None) => (Lang::empty(), true),
@@ -1450,6 +1465,72 @@ fn members_sequence(items: Vec<(Lang, bool)>, sep: &Lang, nonempty: bool) -> (La
             let all: Vec<Lang> = items.into_iter().map(|(l, _)| l).collect();
             (nonempty_subsequence(&all, sep), !nonempty)
         }
+    }
+}
+
+/// Bytes a regex combinator adds around its parts, at most (`(?:`, `)?`,
+/// `|`), for the bounds below.
+const COMBINATOR_BYTES: u64 = 8;
+
+/// An upper bound of the length of [`members_sequence`]'s text for these
+/// items, worked out from their lengths alone.
+fn members_len(items: &[(Lang, bool)], sep: u64) -> u64 {
+    let lens: Vec<u64> = items.iter().map(|(l, _)| l.len() as u64).collect();
+    let member = |len: u64| sep.saturating_add(len).saturating_add(COMBINATOR_BYTES);
+    match items.iter().position(|(_, required)| *required) {
+        Some(first) => {
+            let leading = if first == 0 {
+                0
+            } else {
+                member(nonempty_subsequence_len(&lens[..first], sep))
+            };
+            lens[first + 1..]
+                .iter()
+                .fold(leading.saturating_add(lens[first]), |total, &len| {
+                    total.saturating_add(member(len))
+                })
+        }
+        None => nonempty_subsequence_len(&lens, sep),
+    }
+}
+
+/// An upper bound of the length of [`nonempty_subsequence`]'s text for
+/// items of these lengths.
+fn nonempty_subsequence_len(lens: &[u64], sep: u64) -> u64 {
+    let member = |len: u64| sep.saturating_add(len).saturating_add(COMBINATOR_BYTES);
+    let Some((&first, rest)) = lens.split_first() else {
+        return 0;
+    };
+    if lens.len() <= OPTIONAL_CHAIN_LEAF {
+        return rest.iter().fold(first, |chain, &len| {
+            chain
+                .saturating_add(member(len))
+                .saturating_add(len)
+                .saturating_add(COMBINATOR_BYTES)
+        });
+    }
+    let (left, right) = lens.split_at(lens.len() / 2);
+    let any_right = right
+        .iter()
+        .fold(0u64, |total, &len| total.saturating_add(member(len)));
+    nonempty_subsequence_len(left, sep)
+        .saturating_add(any_right)
+        .saturating_add(nonempty_subsequence_len(right, sep))
+        .saturating_add(COMBINATOR_BYTES)
+}
+
+/// The JSON pointer of the object whose members `m` declares, told from
+/// its first declared member's (`…/properties/NAME`); the schema root's
+/// when it declares none.
+fn object_ptr(m: &Merged<'_>) -> String {
+    let member = m
+        .obj_parts
+        .iter()
+        .find_map(|part| part.props.first().map(|(_, node)| node.ptr.as_str()));
+    match member.and_then(|ptr| ptr.rsplitn(3, '/').nth(2)) {
+        Some("") => "schema root".into(),
+        Some(parent) => parent.into(),
+        None => "an object".into(),
     }
 }
 

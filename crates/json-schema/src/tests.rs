@@ -1104,6 +1104,38 @@ fn limits_not_blow_ups() {
     assert!(schema_to_regex(&wide.to_string(), &options, 0).is_err());
 }
 
+/// Objects of many optional members nested in one another multiply their
+/// text (each member is written about log2(n) + 2 times at each level):
+/// the length is bounded before the text is written, so the lowering
+/// neither builds hundreds of MiB nor takes seconds to refuse it.
+#[test]
+fn nested_optional_members_are_refused_before_they_are_written() {
+    let mut defs = serde_json::Map::new();
+    defs.insert("level_0".into(), json!({"type": "string"}));
+    for level in 1..10 {
+        let props: serde_json::Map<String, Value> = (0..12)
+            .map(|i| {
+                (
+                    format!("member_{i}"),
+                    json!({"$ref": format!("#/$defs/level_{}", level - 1)}),
+                )
+            })
+            .collect();
+        defs.insert(
+            format!("level_{level}"),
+            json!({"type": "object", "properties": props}),
+        );
+    }
+    let schema = json!({"$defs": defs, "type": "object", "properties": {"outer": {"$ref": "#/$defs/level_9"}}});
+    let e = schema_to_regex(&schema.to_string(), &SpecOptions::default(), 0).unwrap_err();
+    let GrammarError::LimitExceeded { what, knob, .. } = &e else {
+        panic!("{e}");
+    };
+    assert_eq!(knob, "LoweringLimits::max_regex_len");
+    assert!(what.contains("counted before writing it"), "{e}");
+    assert!(what.starts_with("regex length for /$defs/level_4 "), "{e}");
+}
+
 #[test]
 fn annotations_and_unknown_keywords_are_ignored() {
     check(
