@@ -1,10 +1,12 @@
 //! The front-end targets: `gbnf` (the GBNF parser, then both backends),
-//! `regex` (the regex front end of both backends) and `json_schema` (any
-//! bytes as a schema, and structure-aware mutations of the input when it is
+//! `regex` (the regex front end of both backends, and `ByteDfa`'s two
+//! determinizers checked against each other) and `json_schema` (any bytes
+//! as a schema, and structure-aware mutations of the input when it is
 //! JSON, as a real schema's would be). Each compiles with both backends and
 //! walks what compiled ([`backends::walk`]).
 
 use serde_json::{Map, Value, json};
+use tokensieve_automata::{ByteDfa, DfaLimits, LazyDfa};
 use tokensieve_core::Constraint;
 use tokensieve_core::testing::SplitMix64;
 use tokensieve_grammar::testing::random_sentence;
@@ -12,6 +14,7 @@ use tokensieve_grammar::{Grammar, Symbol};
 
 use crate::backends::{Relation, accepts_sentence, check_error, compile_both, walk};
 use crate::input_seed;
+use tokensieve_regex_fsm::RegexFsmConfig;
 
 /// Tokens walked after each compile: enough to reach past a schema's first
 /// key or a grammar's first repetition, cheap on a small vocabulary.
@@ -107,8 +110,39 @@ pub fn regex(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    determinizers_agree(text);
     let compiled = compile_both(&Constraint::regex(text));
     walk(&compiled, Relation::Equal, input_seed(data), WALK_STEPS);
+}
+
+/// `ByteDfa::build`'s own determinizer (over the lazy DFA, which earley's
+/// lexemes use too) against regex-automata's, for a pattern the first
+/// takes (no look-around): where both build within regex-fsm's limits,
+/// the minimized tables are the same.
+fn determinizers_agree(text: &str) {
+    let Ok(hir) = tokensieve_automata::dfa::parse(text) else {
+        return;
+    };
+    if !LazyDfa::takes(&hir) {
+        return;
+    }
+    let c = RegexFsmConfig::default();
+    let limits = DfaLimits {
+        nfa_size_limit: c.nfa_size_limit,
+        dfa_size_limit: c.dfa_size_limit,
+        determinize_size_limit: c.determinize_size_limit,
+        max_dfa_states: c.max_dfa_states,
+        minimize: true,
+    };
+    if let (Ok(ours), Ok(reference)) = (
+        ByteDfa::build(text, &limits),
+        ByteDfa::build_by_regex_automata(text, &limits),
+    ) {
+        assert!(
+            ours.same_table(&reference),
+            "the two determinizers disagree on {text:?}"
+        );
+    }
 }
 
 /// Any text as a JSON Schema with both backends; when it is JSON, also a
