@@ -36,11 +36,10 @@ pub struct RegexFsmConfig {
     /// Heap bytes the determinizer may use for the NFA state sets behind
     /// the DFA's states: their total size is the work of determinization
     /// (a DFA of few states, each a set of thousands of NFA states, costs
-    /// seconds in a small table). Default 8 MiB, reached in 0.4–1.1 s on
+    /// seconds in a small table). Default 8 MiB, reached in 0.03–0.3 s on
     /// this 2-core machine by the slowest regexes and grammars fuzzing
     /// found (`.{0,1000}{4}`, `x{0,10010}`, identifiers with an optional
-    /// separator); at 32 MiB they took up to 2.7 s. No MaskBench dev
-    /// schema needs more than 8 MiB; four need more than 4 MiB.
+    /// separator). Two MaskBench dev schemas need more than 8 MiB.
     pub determinize_size_limit: usize,
     /// Heap bytes the token index (distinct mask rows + per-state row ids)
     /// may use. Default 512 MiB. A dense row costs `vocab_size / 8` bytes
@@ -68,13 +67,16 @@ pub struct RegexFsmConfig {
     /// work budget of a compile, counted, not timed (a walk the
     /// process-wide cache already holds is charged as if walked), so the
     /// same regex compiles or fails the same way on every machine and in
-    /// every process. A node costs 5–10 ns on a 2-core x86-64 machine, so
-    /// the default of 250,000,000 ends the index build within about 1–2.5 s
-    /// of CPU; the most any MaskBench dev schema needs is 217 million (the
-    /// DFA's states times the part of the vocabulary each walk reaches: a
-    /// small DFA whose states each take much of the vocabulary, such as
-    /// `([a-z ]{0,200}[.!?]){0,40}`, needs 456 million). Determinization,
-    /// before it, is bounded by `determinize_size_limit`.
+    /// every process. A node costs about 8 ns on a 2-core x86-64 machine
+    /// (1.0 s for the 120 million nodes of the default), so with
+    /// determinization (at most 0.3 s on any regex seen) a compile ends
+    /// within about a second of CPU. 1,985 of the 1,995 MaskBench dev
+    /// schemas whose DFA regex-fsm builds need fewer; the other ten need
+    /// 140–240 million (the DFA's states times the part of the vocabulary
+    /// each walk reaches: a small DFA whose states each take much of the
+    /// vocabulary, such as `([a-z ]{0,200}[.!?]){0,40}`, needs 456 million),
+    /// and `auto` and `earley` serve them. Determinization, before it, is
+    /// bounded by `determinize_size_limit`.
     pub max_compile_work: u64,
 }
 
@@ -91,7 +93,7 @@ impl Default for RegexFsmConfig {
             max_whitespace: 20,
             parallel_build: false,
             walk_cache_bytes: 64 << 20,
-            max_compile_work: 250_000_000,
+            max_compile_work: 120_000_000,
         }
     }
 }
