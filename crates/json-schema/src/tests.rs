@@ -1878,6 +1878,67 @@ fn mid_sized_sub_schemas_are_rules_too() {
     );
 }
 
+/// A grammar of rules whose rules alone sum past the size limit is
+/// refused before they are linked (the linked grammar holds each whole),
+/// and one within it links.
+#[test]
+fn rules_past_the_grammar_size_are_refused_before_linking() {
+    let schema = json!({
+        "$defs": {"node": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 40},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}
+        }}},
+        "$ref": "#/$defs/node"
+    });
+    let g = schema_to_grammar(
+        &schema.to_string(),
+        &SpecOptions::default(),
+        2,
+        &LoweringLimits::default(),
+    )
+    .unwrap();
+    let roomy = tokensieve_grammar::GbnfLimits::default();
+    assert!(g.to_grammar(&roomy).is_ok());
+    // The smallest limit each rule's grammar is made within: their sum
+    // is past it.
+    let regexes: Vec<String> = std::iter::once(g.root.clone())
+        .chain((0..g.rules.len()).map(|i| g.rule_regex(i).into_owned()))
+        .collect();
+    let within = |size: usize| {
+        let limits = tokensieve_grammar::GbnfLimits {
+            max_grammar_size: size,
+            ..roomy.clone()
+        };
+        let parts: Result<Vec<_>, _> = regexes
+            .iter()
+            .map(|r| tokensieve_grammar::compose::from_regex(r, &limits))
+            .collect();
+        parts.ok()
+    };
+    let (mut lo, mut hi) = (1, roomy.max_grammar_size);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if within(mid).is_some() {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let sum: usize = within(lo).unwrap().iter().map(|p| p.size()).sum();
+    assert!(sum > lo, "{sum} {lo}");
+    let small = tokensieve_grammar::GbnfLimits {
+        max_grammar_size: lo,
+        ..roomy
+    };
+    match g.to_grammar(&small) {
+        Err(GrammarError::LimitExceeded { what, knob, .. }) => {
+            assert_eq!(knob, "GbnfLimits::max_grammar_size");
+            assert!(what.contains("rules)"), "{what}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A pattern with several variable parts under a length, two patterns,
 /// excluded values under a length: regular mode refuses them, naming the
 /// keyword; context-free mode makes each string one intersection rule of
