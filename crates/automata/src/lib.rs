@@ -10,9 +10,11 @@
 //! ## Which automaton when
 //!
 //! * [`ByteDfa`]: a whole, pruned and minimized dense byte DFA, built once
-//!   from a regex ([`ByteDfa::build`]) under [`DfaLimits`]. Reach for it when
-//!   the language is small enough to build in full and every state will be
-//!   visited: the regex-fsm backend indexes every state of one.
+//!   from a regex ([`ByteDfa::build`]: every state of its [`LazyDfa`]
+//!   made, or regex-automata's dense DFA where the regex keeps
+//!   look-around) under [`DfaLimits`]. Reach for it when the language is
+//!   small enough to build in full and every state will be visited: the
+//!   regex-fsm backend indexes every state of one.
 //! * [`LazyDfa`]: the same language, its states made the first time a walk
 //!   reaches them, from a Thompson NFA built straight from the syntax tree.
 //!   Compiling it costs the NFA only; use it where a language is large and
