@@ -134,10 +134,12 @@ fn determinizers_agree(text: &str) {
         max_dfa_states: c.max_dfa_states,
         minimize: true,
     };
-    if let (Ok(ours), Ok(reference)) = (
-        ByteDfa::build(text, &limits),
-        ByteDfa::build_by_regex_automata(text, &limits),
-    ) {
+    // Only where ours builds: regex-automata's determinizer on a pattern
+    // past ours's limits can take a minute in the instrumented build.
+    let Ok(ours) = ByteDfa::build(text, &limits) else {
+        return;
+    };
+    if let Ok(reference) = ByteDfa::build_by_regex_automata(text, &limits) {
         assert!(
             ours.same_table(&reference),
             "the two determinizers disagree on {text:?}"
