@@ -1342,23 +1342,32 @@ fn compile_nfa(hir: &Hir, nfa_size_limit: usize) -> Result<thompson::NFA, Gramma
 pub(crate) mod tests {
     use super::*;
 
-    /// Each of the determinizer's two heap limits is reported under its
-    /// own knob: a few states that each hold hundreds of NFA states fill
-    /// the sets first, many small states fill the table first.
-    #[test]
-    fn the_two_heap_limits_are_told_apart() {
-        let roomy = DfaLimits {
+    /// Limits no test pattern reaches but the one each test lowers.
+    fn roomy() -> DfaLimits {
+        DfaLimits {
             nfa_size_limit: 10 << 20,
             dfa_size_limit: 32 << 20,
             determinize_size_limit: 32 << 20,
             max_dfa_states: 1 << 20,
             minimize: true,
-        };
-        let knob = |pattern: &str, limits: &DfaLimits| match ByteDfa::build(pattern, limits) {
+        }
+    }
+
+    /// The knob of the limit `pattern` runs into under `limits`.
+    fn knob(pattern: &str, limits: &DfaLimits) -> String {
+        match ByteDfa::build(pattern, limits) {
             Err(GrammarError::LimitExceeded { knob, .. }) => knob,
             Ok(_) => panic!("{pattern}: compiled"),
             Err(e) => panic!("{pattern}: {e}"),
-        };
+        }
+    }
+
+    /// Each of the determinizer's two heap limits is reported under its
+    /// own knob: a few states that each hold hundreds of NFA states fill
+    /// the sets first, many small states fill the table first.
+    #[test]
+    fn the_two_heap_limits_are_told_apart() {
+        let roomy = roomy();
         let few_sets = DfaLimits {
             determinize_size_limit: 64 << 10,
             ..roomy
@@ -1453,18 +1462,7 @@ pub(crate) mod tests {
     /// its own knob, and a pattern within them all builds.
     #[test]
     fn the_determinizers_limits_are_named() {
-        let roomy = DfaLimits {
-            nfa_size_limit: 10 << 20,
-            dfa_size_limit: 32 << 20,
-            determinize_size_limit: 32 << 20,
-            max_dfa_states: 1 << 20,
-            minimize: true,
-        };
-        let knob = |pattern: &str, limits: &DfaLimits| match ByteDfa::build(pattern, limits) {
-            Err(GrammarError::LimitExceeded { knob, .. }) => knob,
-            Ok(_) => panic!("{pattern}: compiled"),
-            Err(e) => panic!("{pattern}: {e}"),
-        };
+        let roomy = roomy();
         // The n-th byte from the end is an `a`: 2^n states.
         let wide = "(a|b)*a(a|b){12}";
         assert!(ByteDfa::build(wide, &roomy).is_ok());
