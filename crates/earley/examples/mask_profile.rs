@@ -15,7 +15,9 @@
 //! times it; the step's own median is printed too. `TOP=K` prints the K
 //! slowest tokens (default 40). `HASHES=FILE` writes a hash of every
 //! mask of the first walk to `FILE`, one per line: two builds compared
-//! mask for mask (`cmp`) on real schemas and texts.
+//! mask for mask (`cmp`) on real schemas and texts; with `IDS=1`, each
+//! hash is followed by a line of the mask's token ids (to see what two
+//! builds disagree on).
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -62,6 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut times: Vec<(Vec<u128>, String, String)> = Vec::new();
     let mut steps: Vec<u128> = Vec::new();
     let mut grammar: Option<std::sync::Arc<tokensieve_earley::EarleyGrammar>> = None;
+    let ids_too = std::env::var_os("IDS").is_some();
     let mut hashes = match std::env::var("HASHES") {
         Ok(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),
         Err(_) => None,
@@ -88,6 +91,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let mut h = std::collections::hash_map::DefaultHasher::new();
                     row.hash(&mut h);
                     std::io::Write::write_all(out, format!("{:016x}\n", h.finish()).as_bytes())?;
+                    if ids_too {
+                        let ids: Vec<String> = (0..row.len() * 32)
+                            .filter(|&t| row[t / 32] >> (t % 32) & 1 == 1)
+                            .map(|t| t.to_string())
+                            .collect();
+                        std::io::Write::write_all(out, format!("{}\n", ids.join(" ")).as_bytes())?;
+                    }
                 }
                 let rejected = m.accept_token(id).is_err();
                 let ns = t.elapsed().as_nanos();

@@ -93,6 +93,16 @@ pub struct EarleyConfig {
     /// way; `0` filters every exit and `usize::MAX` none, to test both.
     /// Default 16.
     pub follow_exits: usize,
+    /// A set met for the first time with at least this many lexeme items
+    /// is summarized item by item: each item's walk (its lexeme, and what
+    /// follows it up to its rule's end) is kept apart and shared by every
+    /// set that holds the item, and only the completions into the set
+    /// itself are walked for it. The start of a C statement under another
+    /// stack is another set of mostly the same items. Fewer items are
+    /// walked together, as one. The masks are the same either way; `1`
+    /// summarizes every set by its items and `usize::MAX` none, to test
+    /// both. Default 8.
+    pub item_summaries: usize,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -119,6 +129,7 @@ impl Default for EarleyConfig {
             defer_lexemes: true,
             lexeme_walks: true,
             follow_exits: 16,
+            item_summaries: 8,
             max_whitespace: 20,
         }
     }
@@ -127,7 +138,7 @@ impl Default for EarleyConfig {
 impl EarleyConfig {
     /// The names of the knobs [`EarleyConfig::from_backend_config`] reads
     /// from `options`.
-    pub const OPTIONS: [&'static str; 17] = [
+    pub const OPTIONS: [&'static str; 18] = [
         "max_lexeme_states",
         "max_total_lexeme_states",
         "max_lexeme_regex_len",
@@ -144,6 +155,7 @@ impl EarleyConfig {
         "defer_lexemes",
         "lexeme_walks",
         "follow_exits",
+        "item_summaries",
         "max_whitespace",
     ];
 
@@ -172,6 +184,7 @@ impl EarleyConfig {
             defer_lexemes: config.option("defer_lexemes", d.defer_lexemes)?,
             lexeme_walks: config.option("lexeme_walks", d.lexeme_walks)?,
             follow_exits: config.option("follow_exits", d.follow_exits)?,
+            item_summaries: config.option("item_summaries", d.item_summaries)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;

@@ -164,6 +164,18 @@ impl EarleyMatcher {
         let mut first = Budget::new(budget.max_work, budget.max_items);
         let summarized = match g.summaries.get(&self.shape) {
             Some(s) => Ok(s),
+            None if parser::lexeme_items(&g.cfg, &self.cur) >= g.config.item_summaries => self
+                .walker
+                .summarize_by_items(
+                    &g.cfg,
+                    &g.trie,
+                    &self.cur,
+                    &self.markers,
+                    g.vocab.mask_words(),
+                    &g.summaries,
+                    &mut first,
+                )
+                .map(|s| g.summaries.insert(&self.shape, s)),
             None => self
                 .walker
                 .summarize(

@@ -827,13 +827,17 @@ impl Frontier<'_> {
 
 type ShapeKey = Box<[(u32, u32, u32)]>;
 
+/// Completions into older sets, `(marker, rule)`, that closing a set left
+/// pending.
+type Reached = Vec<(u32, u32)>;
+
 /// A completion left pending while summarizing: `(marker, rule, node, depth)`.
 type PendingAt = (u32, u32, u32, u32);
 
 /// What a summary could not decide: below these trie nodes (`(node,
 /// depth)`), tokens go on after rule `rule` completes into the set of
 /// marker `marker`; only the real parents there can tell.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Group {
     marker: u32,
     rule: u32,
@@ -996,6 +1000,14 @@ impl SummaryCache {
     pub(crate) fn bytes(&self) -> usize {
         self.map.lock().unwrap_or_else(|e| e.into_inner()).1
     }
+}
+
+/// How many items of `set` are before a lexeme.
+pub(crate) fn lexeme_items(cfg: &Cfg, set: &ESet) -> usize {
+    set.items
+        .iter()
+        .filter(|i| matches!(cfg.syms[i.pos as usize], Sym::Lex(_)))
+        .count()
 }
 
 /// A set's shape: `(pos, lexeme state, origin)` per item, the origin as
@@ -2063,7 +2075,7 @@ impl Walker {
         cfg: &Cfg,
         trie: &TokenTrie,
         (groups, origins): (&[Group], &[Arc<ESet>]),
-        after: &[Vec<Item>],
+        (after, reached): (&[Vec<Item>], &[Reached]),
         markers: &[Arc<ESet>],
         words: usize,
         budget: &mut Budget,
@@ -2088,10 +2100,12 @@ impl Walker {
             .iter()
             .zip(origins)
             .zip(after)
-            .filter(|(_, after)| !after.is_empty())
-            .filter_map(|((group, origin), after)| {
+            .enumerate()
+            .filter(|(_, (_, after))| !after.is_empty())
+            .filter_map(|(g, ((group, origin), after))| {
                 let m = markers.iter().position(|m| Arc::ptr_eq(m, origin))?;
-                let chunk = Arc::new(Chunk::new(cfg, after.clone(), Vec::new()));
+                let left = reached.get(g).cloned().unwrap_or_default();
+                let chunk = Arc::new(Chunk::new(cfg, after.clone(), left));
                 Some((m as u32, group.rule, chunk))
             })
             .collect();
@@ -2140,6 +2154,231 @@ impl Walker {
         )?;
         self.drop_covered(trie, &mut pending, &found);
         Ok(Summary::new(self.row_set(found), pending))
+    }
+
+    /// The summary of `cur` (whose older origins are `markers`) made of
+    /// the summaries of its lexeme items, each kept apart in `cache`: an
+    /// item's own walk (its lexeme, and through the parser what follows
+    /// it, completions into the set it starts in left pending) does not
+    /// depend on the rest of the set, and most sets met for the first
+    /// time hold items met before in other sets (the start of a
+    /// statement under another stack). The completions into `cur` itself
+    /// are walked here, through the summaries of the sets they give, kept
+    /// in the item's summary by their shapes; those into older sets stay
+    /// pending in the summary made.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn summarize_by_items(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        cur: &Arc<ESet>,
+        markers: &[Arc<ESet>],
+        words: usize,
+        cache: &SummaryCache,
+        budget: &mut Budget,
+    ) -> Result<Summary, StepError> {
+        let mut row = vec![0u32; words];
+        let mut pending: Vec<PendingAt> = Vec::new();
+        let placeholder = Arc::new(ESet::default());
+        for item in &cur.items {
+            let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+                continue;
+            };
+            let key = [(
+                item.pos,
+                cfg.lexemes[l as usize].index_state(item.lex),
+                u32::MAX - 2,
+            )];
+            let own = match cache.get(&key) {
+                Some(own) => own,
+                None => {
+                    let alone = Arc::new(ESet::new(vec![Item {
+                        pos: item.pos,
+                        lex: item.lex,
+                        origin: Origin::Set(placeholder.clone()),
+                    }]));
+                    let made = self.summarize(
+                        cfg,
+                        trie,
+                        &alone,
+                        std::slice::from_ref(&placeholder),
+                        words,
+                        budget,
+                    )?;
+                    cache.insert(&key, made)
+                }
+            };
+            own.allowed.or_into(&mut row);
+            let origin = match &item.origin {
+                Origin::Set(s) => s.clone(),
+                _ => cur.clone(),
+            };
+            self.resolve_into(
+                cfg,
+                trie,
+                (&own, origin),
+                (cur, markers),
+                &mut row,
+                &mut pending,
+                budget,
+            )?;
+        }
+        self.drop_covered(trie, &mut pending, &row);
+        Ok(Summary::new(self.row_set(row), pending))
+    }
+
+    /// The completions an item's summary `own` leaves pending into its
+    /// origin set `origin`: those into `cur` walked now, level by level
+    /// (each level kept in the summary before it, by the shapes of the sets
+    /// the completions give), their tokens added to `row`; those into the
+    /// older sets `markers` added to `pending`.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_into(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        (own, origin): (&Arc<Summary>, Arc<ESet>),
+        (cur, markers): (&Arc<ESet>, &[Arc<ESet>]),
+        row: &mut [u32],
+        pending: &mut Vec<PendingAt>,
+        budget: &mut Budget,
+    ) -> Result<(), StepError> {
+        let mut summary = own.clone();
+        let mut at: Vec<Arc<ESet>> = vec![origin];
+        // The rows of the chain so far: a level need not find them again.
+        let mut chain: Vec<u32> = Vec::new();
+        loop {
+            let mut into_cur = Vec::new();
+            for (g, group) in summary.groups.iter().enumerate() {
+                let set = &at[group.marker as usize];
+                if Arc::ptr_eq(set, cur) {
+                    into_cur.push(g);
+                    continue;
+                }
+                let m = markers
+                    .iter()
+                    .position(|m| Arc::ptr_eq(m, set))
+                    .expect("a set an item of the current set starts in is a marker")
+                    as u32;
+                for &(node, depth) in &group.nodes {
+                    pending.push((m, group.rule, node, depth));
+                }
+            }
+            if into_cur.is_empty() {
+                return Ok(());
+            }
+            let groups: Vec<Group> = into_cur
+                .iter()
+                .map(|&g| summary.groups[g].clone())
+                .collect();
+            let mut after = Vec::with_capacity(groups.len());
+            let here = Origin::Set(cur.clone());
+            // Completions into older sets while closing are left pending
+            // at every node of the group: the sets after them stay within
+            // `cur` and its markers.
+            let mut frontier = Frontier {
+                cur: Some(cur),
+                markers,
+                reached: Vec::new(),
+                loops: Vec::new(),
+            };
+            let mut left: Vec<Vec<(Arc<ESet>, u32)>> = Vec::with_capacity(groups.len());
+            for group in &groups {
+                budget.spend(cur.items.len())?;
+                let mut set = Vec::new();
+                for parent in &cur.items {
+                    if cfg.syms[parent.pos as usize] == Sym::Rule(group.rule) {
+                        set.push(Item {
+                            pos: parent.pos + 1,
+                            lex: cfg.initial(parent.pos + 1),
+                            origin: parent.origin.rebased(&here),
+                        });
+                    }
+                }
+                let mut sets = Vec::new();
+                if !set.is_empty() {
+                    close(cfg, &mut set, &[], budget, Some(&mut frontier))?;
+                    for (marker, rule) in frontier.reached.drain(..) {
+                        for &(node, depth) in &group.nodes {
+                            pending.push((marker, rule, node, depth));
+                        }
+                        sets.push((markers[marker as usize].clone(), rule));
+                    }
+                }
+                after.push(set);
+                left.push(sets);
+            }
+            let mut key = Vec::new();
+            let mut next: Vec<Arc<ESet>> = Vec::new();
+            for (g, set) in after.iter().enumerate() {
+                shape_append(cfg, set, &mut key, &mut next);
+                key.push((u32::MAX, u32::MAX, g as u32));
+            }
+            // Where the walk meets a completion into `cur` again, what
+            // closing the sets after it left pending is noted again: by
+            // marker of `next` (a set it does not hold is added to it).
+            let mut reached = Vec::with_capacity(groups.len());
+            for (g, sets) in left.iter().enumerate() {
+                let mut here_left = Vec::with_capacity(sets.len());
+                for (set, rule) in sets {
+                    let m = match next.iter().position(|m| Arc::ptr_eq(m, set)) {
+                        Some(m) => m,
+                        None => {
+                            next.push(set.clone());
+                            next.len() - 1
+                        }
+                    };
+                    key.push((u32::MAX - 4, m as u32, *rule));
+                    here_left.push((m as u32, *rule));
+                }
+                key.push((u32::MAX - 5, g as u32, 0));
+                reached.push(here_left);
+            }
+            let mut origins = Vec::with_capacity(groups.len());
+            for (g, &was) in into_cur.iter().enumerate() {
+                let again = next.iter().position(|m| Arc::ptr_eq(m, cur));
+                key.push((u32::MAX - 1, again.map_or(u32::MAX, |m| m as u32), g as u32));
+                // Which of the summary's groups these are.
+                key.push((u32::MAX - 3, was as u32, g as u32));
+                origins.push(cur.clone());
+            }
+            if chain.is_empty() {
+                chain = vec![0; row.len()];
+                summary.allowed.or_into(&mut chain);
+            }
+            let known = {
+                let children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
+                children.get(key.as_slice()).cloned()
+            };
+            let child = match known {
+                Some(child) => child,
+                None => {
+                    self.covered.clear();
+                    self.covered.extend_from_slice(&chain);
+                    let made = self.summarize_pending(
+                        cfg,
+                        trie,
+                        (&groups, &origins),
+                        (&after, &reached),
+                        &next,
+                        row.len(),
+                        budget,
+                    );
+                    self.covered.clear();
+                    let child = Arc::new(made?);
+                    let mut children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
+                    if children.len() >= CHILDREN {
+                        children.clear();
+                    }
+                    children.insert(key.as_slice().into(), child.clone());
+                    child
+                }
+            };
+            child.allowed.or_into(row);
+            child.allowed.or_into(&mut chain);
+            summary = child;
+            at = next;
+        }
     }
 
     /// The mask of a set from its shape's summary: the allowed tokens, then
@@ -2219,7 +2458,7 @@ impl Walker {
                         cfg,
                         trie,
                         (&summary.groups, &origins),
-                        &after,
+                        (&after, &[]),
                         &next_markers,
                         row.len(),
                         budget,
@@ -2688,6 +2927,10 @@ impl Walker {
                 for &(marker, rule) in &chunk.reached {
                     match frontier.looped(marker, rule) {
                         Some(after) => {
+                            // What closing the set after it left pending.
+                            for &(m, r) in &after.reached {
+                                pending.push((m, r, j as u32, d as u32));
+                            }
                             let level = &mut self.levels[d];
                             if !level.chunks.iter().any(|c| c.same_future(cfg, after)) {
                                 level.chunks.push(after.clone());
@@ -3085,7 +3328,12 @@ impl Walker {
                         let chunk = self.chunk(cfg, item, k, budget, Some(frontier))?;
                         for &(marker, rule) in &chunk.reached {
                             match frontier.looped(marker, rule) {
-                                Some(after) => noted.push((e, depth, after.clone())),
+                                Some(after) => {
+                                    for &(m, r) in &after.reached {
+                                        pending.push((m, r, e, depth));
+                                    }
+                                    noted.push((e, depth, after.clone()))
+                                }
                                 None => pending.push((marker, rule, e, depth)),
                             }
                         }

@@ -499,3 +499,57 @@ fn names_after_names_fill_within_a_small_budget_on_llama3() {
     let (verdict, _) = walk(l, "names after names", &*grammar, text, &mut r);
     assert_eq!(verdict, Walk::Accepted);
 }
+
+/// The masks of a set summarized item by item (each item's walk kept
+/// apart, the completions into the set itself walked for it) equal those
+/// of the set summarized whole, mask for mask, on code grammars of the
+/// benchmark corpus (`benches/fixtures/grammars`) with Llama 3: the grammar
+/// of GBNF, whose runs of names complete the same rule into the set again
+/// inside one token, and SQL.
+#[test]
+fn sets_summarized_by_items_give_the_same_masks_on_llama3() {
+    let Some(l) = tokenizers().and_then(|all| all.iter().find(|l| l.name == "llama3")) else {
+        tokensieve_core::skip!("no llama3 tokenizer");
+        return;
+    };
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/fixtures/grammars");
+    let read = |path: &str| {
+        let path = corpus.join(path);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    for (grammar, text) in [
+        ("gbnf.gbnf", "gbnf/1-arithmetic.txt"),
+        ("sql.gbnf", "sql/1-reports.txt"),
+    ] {
+        let constraint = Constraint::ebnf(read(grammar), "root");
+        let text = read(text);
+        let ids = l.tok.encode(&text).unwrap();
+        let compiled = [1, usize::MAX].map(|item_summaries| {
+            let config = EarleyConfig {
+                item_summaries,
+                // Each compile makes its own summaries.
+                shared_lexemes: false,
+                ..EarleyConfig::default()
+            };
+            EarleyBackend::new(l.vocab.clone(), config)
+                .compile(&constraint)
+                .unwrap_or_else(|e| panic!("{grammar}: {e}"))
+        });
+        let mut matchers = compiled.map(|c| c.matcher());
+        let mut rows = [(); 2].map(|_| vec![0u32; l.vocab.mask_words()]);
+        for (i, &id) in ids.iter().enumerate() {
+            for (m, row) in matchers.iter_mut().zip(&mut rows) {
+                m.fill_bitmask(row);
+            }
+            assert!(
+                rows[0] == rows[1],
+                "{grammar}: the masks differ after {:?}",
+                String::from_utf8_lossy(&l.vocab.decode(&ids[..i]))
+            );
+            assert!(row_is_allowed(&rows[0], id), "{grammar}: token {i} refused");
+            for m in &mut matchers {
+                m.accept_token(id).unwrap();
+            }
+        }
+    }
+}

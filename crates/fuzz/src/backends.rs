@@ -97,7 +97,8 @@ pub fn eos() -> u32 {
 /// The two backends, with their default configurations, and earley with
 /// every lexeme exit filtered by what may follow it (`follow_exits` 0:
 /// the default filters only lexemes with many exits, which the small
-/// vocabulary seldom makes).
+/// vocabulary seldom makes) and every set summarized item by item
+/// (`item_summaries` 1: by default only sets of many lexeme items).
 pub struct Backends {
     pub regex_fsm: RegexFsmBackend,
     pub earley: EarleyBackend,
@@ -115,6 +116,7 @@ pub fn backends() -> &'static Backends {
             vocabulary().clone(),
             EarleyConfig {
                 follow_exits: 0,
+                item_summaries: 1,
                 ..EarleyConfig::default()
             },
         ),
