@@ -127,6 +127,11 @@
 //!   find those bytes a level is made from each level at most once per
 //!   ASCII byte, 128 more node reads a level at most. Masks of a set
 //!   shape already met cost a row read ([`EarleyConfig::mask_cache_bytes`]).
+//!   A set of many lexeme items met for the first time is walked item by
+//!   item, each walk as above and kept for every later set that holds
+//!   the item, then the completions into the set itself, level by level
+//!   as into older sets ([`EarleyConfig::item_summaries`]): a walk per
+//!   lexeme item at most, and at most `D` levels each.
 //!
 //! Where a run of bytes splits into lexemes in many ways, items alike but
 //! for where they start are one when those levels hold the same waiting
