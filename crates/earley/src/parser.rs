@@ -1002,6 +1002,28 @@ impl SummaryCache {
     }
 }
 
+/// The items of `set` waiting for `rule`, moved past it (not closed): what
+/// completing the rule in `set` gives.
+fn completed_in(
+    cfg: &Cfg,
+    set: &Arc<ESet>,
+    rule: u32,
+    budget: &mut Budget,
+) -> Result<Vec<Item>, StepError> {
+    budget.spend(set.items.len())?;
+    let origin = Origin::Set(set.clone());
+    Ok(set
+        .items
+        .iter()
+        .filter(|parent| cfg.syms[parent.pos as usize] == Sym::Rule(rule))
+        .map(|parent| Item {
+            pos: parent.pos + 1,
+            lex: cfg.initial(parent.pos + 1),
+            origin: parent.origin.rebased(&origin),
+        })
+        .collect())
+}
+
 /// How many items of `set` are before a lexeme.
 pub(crate) fn lexeme_items(cfg: &Cfg, set: &ESet) -> usize {
     set.items
@@ -2272,7 +2294,6 @@ impl Walker {
                 .map(|&g| summary.groups[g].clone())
                 .collect();
             let mut after = Vec::with_capacity(groups.len());
-            let here = Origin::Set(cur.clone());
             // Completions into older sets while closing are left pending
             // at every node of the group: the sets after them stay within
             // `cur` and its markers.
@@ -2284,17 +2305,7 @@ impl Walker {
             };
             let mut left: Vec<Vec<(Arc<ESet>, u32)>> = Vec::with_capacity(groups.len());
             for group in &groups {
-                budget.spend(cur.items.len())?;
-                let mut set = Vec::new();
-                for parent in &cur.items {
-                    if cfg.syms[parent.pos as usize] == Sym::Rule(group.rule) {
-                        set.push(Item {
-                            pos: parent.pos + 1,
-                            lex: cfg.initial(parent.pos + 1),
-                            origin: parent.origin.rebased(&here),
-                        });
-                    }
-                }
+                let mut set = completed_in(cfg, cur, group.rule, budget)?;
                 let mut sets = Vec::new();
                 if !set.is_empty() {
                     close(cfg, &mut set, &[], budget, Some(&mut frontier))?;
@@ -2346,34 +2357,16 @@ impl Walker {
                 chain = vec![0; row.len()];
                 summary.allowed.or_into(&mut chain);
             }
-            let known = {
-                let children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
-                children.get(key.as_slice()).cloned()
-            };
-            let child = match known {
-                Some(child) => child,
-                None => {
-                    self.covered.clear();
-                    self.covered.extend_from_slice(&chain);
-                    let made = self.summarize_pending(
-                        cfg,
-                        trie,
-                        (&groups, &origins),
-                        (&after, &reached),
-                        &next,
-                        row.len(),
-                        budget,
-                    );
-                    self.covered.clear();
-                    let child = Arc::new(made?);
-                    let mut children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
-                    if children.len() >= CHILDREN {
-                        children.clear();
-                    }
-                    children.insert(key.as_slice().into(), child.clone());
-                    child
-                }
-            };
+            let child = self.child(
+                cfg,
+                trie,
+                (&summary, &chain),
+                &key,
+                (&groups, &origins),
+                (&after, &reached),
+                &next,
+                budget,
+            )?;
             child.allowed.or_into(row);
             child.allowed.or_into(&mut chain);
             summary = child;
@@ -2411,18 +2404,7 @@ impl Walker {
             let mut after = Vec::with_capacity(summary.groups.len());
             for group in &summary.groups {
                 let origin_set = &markers[group.marker as usize];
-                let origin = Origin::Set(origin_set.clone());
-                budget.spend(origin_set.items.len())?;
-                let mut set = Vec::new();
-                for parent in &origin_set.items {
-                    if cfg.syms[parent.pos as usize] == Sym::Rule(group.rule) {
-                        set.push(Item {
-                            pos: parent.pos + 1,
-                            lex: cfg.initial(parent.pos + 1),
-                            origin: parent.origin.rebased(&origin),
-                        });
-                    }
-                }
+                let mut set = completed_in(cfg, origin_set, group.rule, budget)?;
                 if !set.is_empty() {
                     close(cfg, &mut set, &[], budget, None)?;
                 }
@@ -2443,39 +2425,64 @@ impl Walker {
                 key.push((u32::MAX - 1, again.map_or(u32::MAX, |m| m as u32), g as u32));
                 origins.push(origin);
             }
-            let known = {
-                let children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
-                children.get(key.as_slice()).cloned()
-            };
-            let child = match known {
-                Some(child) => child,
-                None => {
-                    // The child is kept in this summary's children alone,
-                    // so it is always written after the rows of its chain.
-                    self.covered.clear();
-                    self.covered.extend_from_slice(row);
-                    let made = self.summarize_pending(
-                        cfg,
-                        trie,
-                        (&summary.groups, &origins),
-                        (&after, &[]),
-                        &next_markers,
-                        row.len(),
-                        budget,
-                    );
-                    self.covered.clear();
-                    let child = Arc::new(made?);
-                    let mut children = summary.children.lock().unwrap_or_else(|e| e.into_inner());
-                    if children.len() >= CHILDREN {
-                        children.clear();
-                    }
-                    children.insert(key.as_slice().into(), child.clone());
-                    child
-                }
-            };
+            let child = self.child(
+                cfg,
+                trie,
+                (&summary, row),
+                &key,
+                (&summary.groups, &origins),
+                (&after, &[]),
+                &next_markers,
+                budget,
+            )?;
             summary = child;
             std::mem::swap(&mut markers, &mut next_markers);
         }
+    }
+
+    /// The child of `parent` under `key`: kept in its children, else the
+    /// summary of the walks below its groups `groups` (made by
+    /// [`Walker::summarize_pending`]) passing over the tokens of `rows`,
+    /// the rows of the chain down to `parent`. A child is kept in its
+    /// parent's children alone, so it is always written after those rows.
+    #[allow(clippy::too_many_arguments)]
+    fn child(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        (parent, rows): (&Summary, &[u32]),
+        key: &[(u32, u32, u32)],
+        (groups, origins): (&[Group], &[Arc<ESet>]),
+        (after, reached): (&[Vec<Item>], &[Reached]),
+        markers: &[Arc<ESet>],
+        budget: &mut Budget,
+    ) -> Result<Arc<Summary>, StepError> {
+        let known = {
+            let children = parent.children.lock().unwrap_or_else(|e| e.into_inner());
+            children.get(key).cloned()
+        };
+        if let Some(child) = known {
+            return Ok(child);
+        }
+        self.covered.clear();
+        self.covered.extend_from_slice(rows);
+        let made = self.summarize_pending(
+            cfg,
+            trie,
+            (groups, origins),
+            (after, reached),
+            markers,
+            rows.len(),
+            budget,
+        );
+        self.covered.clear();
+        let child = Arc::new(made?);
+        let mut children = parent.children.lock().unwrap_or_else(|e| e.into_inner());
+        if children.len() >= CHILDREN {
+            children.clear();
+        }
+        children.insert(key.into(), child.clone());
+        Ok(child)
     }
 
     /// The chunk of walk item `item` (in level `d`, its lexeme may end):
