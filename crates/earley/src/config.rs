@@ -46,8 +46,10 @@ pub struct EarleyConfig {
     /// matcher (the mask holds the tokens proven so far: never a wider one).
     pub max_step_work: usize,
     /// Heap bytes of mask summaries a compiled grammar keeps (one per set
-    /// shape met: a mask row and the few subtrees left to the stack); past
-    /// it they are dropped and recomputed on demand. Default 64 MiB.
+    /// shape met: a mask row and the few subtrees left to the stack; and
+    /// the walks of [`EarleyConfig::group_walks`], each with the rows it
+    /// was walked over); past it they are dropped and recomputed on
+    /// demand. Default 64 MiB.
     pub mask_cache_bytes: usize,
     /// Grammars whose mask summaries outlive them: compiling the same
     /// constraint (equal, not only canonically: the same schema text)
@@ -103,6 +105,17 @@ pub struct EarleyConfig {
     /// summarizes every set by its items and `usize::MAX` none, to test
     /// both. Default 8.
     pub item_summaries: usize,
+    /// A completion into an older set left pending at this many trie nodes
+    /// or more (a name that may end at every letter of a token, and what
+    /// follows it) is walked apart from the other completions of the same
+    /// mask, and the walk is kept by the rule, the nodes and the shape of
+    /// the set after the completion, for every later mask whose rows hold
+    /// what this one's did: the same completion recurs under other stacks,
+    /// where the whole mask's key does not. Fewer nodes are walked
+    /// together, as one. The masks are the same either way; `1` walks
+    /// every completion apart and `usize::MAX` none, to test both.
+    /// Default 32.
+    pub group_walks: usize,
     /// Longest whitespace run of the builtin JSON grammar (`json_object`)
     /// between tokens, as regex-fsm's: a model cannot loop on whitespace.
     /// Default 20.
@@ -130,6 +143,7 @@ impl Default for EarleyConfig {
             lexeme_walks: true,
             follow_exits: 16,
             item_summaries: 8,
+            group_walks: 32,
             max_whitespace: 20,
         }
     }
@@ -138,7 +152,7 @@ impl Default for EarleyConfig {
 impl EarleyConfig {
     /// The names of the knobs [`EarleyConfig::from_backend_config`] reads
     /// from `options`.
-    pub const OPTIONS: [&'static str; 18] = [
+    pub const OPTIONS: [&'static str; 19] = [
         "max_lexeme_states",
         "max_total_lexeme_states",
         "max_lexeme_regex_len",
@@ -156,6 +170,7 @@ impl EarleyConfig {
         "lexeme_walks",
         "follow_exits",
         "item_summaries",
+        "group_walks",
         "max_whitespace",
     ];
 
@@ -185,6 +200,7 @@ impl EarleyConfig {
             lexeme_walks: config.option("lexeme_walks", d.lexeme_walks)?,
             follow_exits: config.option("follow_exits", d.follow_exits)?,
             item_summaries: config.option("item_summaries", d.item_summaries)?,
+            group_walks: config.option("group_walks", d.group_walks)?,
             max_whitespace: config.option("max_whitespace", d.max_whitespace)?,
         };
         c.validate()?;

@@ -131,7 +131,12 @@
 //!   item, each walk as above and kept for every later set that holds
 //!   the item, then the completions into the set itself, level by level
 //!   as into older sets ([`EarleyConfig::item_summaries`]): a walk per
-//!   lexeme item at most, and at most `D` levels each.
+//!   lexeme item at most, and at most `D` levels each. A level's
+//!   completions pending at many nodes are walked one group (a rule
+//!   completed into one older set) at a time, each walk below its own
+//!   nodes and kept for later masks whose rows hold the rows it passed
+//!   over ([`EarleyConfig::group_walks`]): at most one walk per group of
+//!   the level.
 //!
 //! Where a run of bytes splits into lexemes in many ways, items alike but
 //! for where they start are one when those levels hold the same waiting

@@ -80,7 +80,7 @@ impl EarleyMatcher {
             ..Default::default()
         };
         EarleyMatcher {
-            walker: Walker::new(grammar.config.lexeme_walks, grammar.config.follow_exits),
+            walker: Walker::new(&grammar.config),
             cur: grammar.initial.clone(),
             history: VecDeque::new(),
             grammar,
@@ -189,8 +189,15 @@ impl EarleyMatcher {
                 .map(|s| g.summaries.insert(&self.shape, s)),
         };
         let done = summarized.and_then(|summary| {
-            self.walker
-                .finish_mask(&g.cfg, &g.trie, &summary, &self.markers, row, &mut first)?;
+            self.walker.finish_mask(
+                &g.cfg,
+                &g.trie,
+                &g.summaries,
+                &summary,
+                &self.markers,
+                row,
+                &mut first,
+            )?;
             Ok(summary.is_whole().then_some(summary))
         });
         match done {
@@ -416,10 +423,7 @@ impl GrammarObject for EarleyMatcher {
             poisoned: self.poisoned.clone(),
             memo: None,
             spare: Vec::new(),
-            walker: Walker::new(
-                self.grammar.config.lexeme_walks,
-                self.grammar.config.follow_exits,
-            ),
+            walker: Walker::new(&self.grammar.config),
             shape: Vec::new(),
             markers: Vec::new(),
             stats: self.stats.clone(),

@@ -802,7 +802,7 @@ pub(crate) struct Frontier<'a> {
     /// In the summary of pending subtrees: per group whose origin set is
     /// also one of `markers`, that marker, the group's rule and the set
     /// after its completion. A completion reached again there is walked
-    /// in the same walk ([`Walker::summarize_pending`]).
+    /// in the same walk ([`Walker::walk_groups`]).
     loops: Vec<(u32, u32, Arc<Chunk>)>,
 }
 
@@ -831,6 +831,9 @@ type ShapeKey = Box<[(u32, u32, u32)]>;
 /// pending.
 type Reached = Vec<(u32, u32)>;
 
+/// A trie node and its depth.
+type TrieAt = (u32, u32);
+
 /// A completion left pending while summarizing: `(marker, rule, node, depth)`.
 type PendingAt = (u32, u32, u32, u32);
 
@@ -841,7 +844,9 @@ type PendingAt = (u32, u32, u32, u32);
 pub(crate) struct Group {
     marker: u32,
     rule: u32,
-    nodes: Vec<(u32, u32)>,
+    nodes: Arc<[(u32, u32)]>,
+    /// A hash of `nodes`.
+    nodes_hash: u64,
 }
 
 /// Positions `from..to` of the trie's token list (its preorder) whose
@@ -926,34 +931,41 @@ impl Summary {
         // The groups are a few and the walk notes each group's nodes
         // mostly in trie order: sorting the whole list (100,000 entries
         // below a run of names) cost more than grouping it.
-        let mut groups: Vec<Group> = Vec::new();
+        // By `(marker, rule)`, the nodes.
+        let mut groups: Vec<((u32, u32), Vec<TrieAt>)> = Vec::new();
         for (marker, rule, node, depth) in pending {
             let at = match groups.last() {
-                Some(g) if (g.marker, g.rule) == (marker, rule) => groups.len() - 1,
-                _ => match groups
-                    .iter()
-                    .position(|g| (g.marker, g.rule) == (marker, rule))
-                {
+                Some(g) if g.0 == (marker, rule) => groups.len() - 1,
+                _ => match groups.iter().position(|g| g.0 == (marker, rule)) {
                     Some(at) => at,
                     None => {
-                        groups.push(Group {
-                            marker,
-                            rule,
-                            nodes: Vec::new(),
-                        });
+                        groups.push(((marker, rule), Vec::new()));
                         groups.len() - 1
                     }
                 },
             };
-            groups[at].nodes.push((node, depth));
+            groups[at].1.push((node, depth));
         }
-        groups.sort_unstable_by_key(|g| (g.marker, g.rule));
-        for g in &mut groups {
-            if !g.nodes.is_sorted() {
-                g.nodes.sort_unstable();
-            }
-            g.nodes.dedup();
-        }
+        groups.sort_unstable_by_key(|g| g.0);
+        let groups = groups
+            .into_iter()
+            .map(|((marker, rule), mut nodes)| {
+                if !nodes.is_sorted() {
+                    nodes.sort_unstable();
+                }
+                nodes.dedup();
+                let mut h = FxHasher::default();
+                for &(n, d) in &nodes {
+                    h.write_u64((n as u64) << 32 | d as u64);
+                }
+                Group {
+                    marker,
+                    rule,
+                    nodes: nodes.into(),
+                    nodes_hash: h.finish(),
+                }
+            })
+            .collect();
         Summary {
             allowed,
             groups,
@@ -962,43 +974,148 @@ impl Summary {
     }
 }
 
-/// Summaries by shape, shared by every matcher of a grammar; emptied when
-/// they hold more than `limit` bytes.
+/// Summaries by shape, and walks of single groups, shared by every
+/// matcher of a grammar; emptied when they hold more than `limit` bytes.
 pub(crate) struct SummaryCache {
-    map: Mutex<(FxHashMap<ShapeKey, Arc<Summary>>, usize)>,
+    kept: Mutex<Kept>,
     limit: usize,
+}
+
+#[derive(Default)]
+struct Kept {
+    summaries: FxHashMap<ShapeKey, Arc<Summary>>,
+    /// By [`Partial::key`]: the walks of one group over different rows.
+    partials: FxHashMap<u64, Vec<Arc<Partial>>>,
+    bytes: usize,
+}
+
+impl Kept {
+    /// Makes room for `size` more bytes under `limit`: whether they fit.
+    fn room(&mut self, size: usize, limit: usize) -> bool {
+        if self.bytes + size > limit {
+            self.summaries.clear();
+            self.partials.clear();
+            self.bytes = 0;
+        }
+        let fits = size <= limit;
+        if fits {
+            self.bytes += size;
+        }
+        fits
+    }
+}
+
+/// The walk below one group's nodes of the set its completion gives,
+/// known by that set's shape (its older origins numbered in it), made over
+/// the covered rows `base`. Kept apart from the groups it was pending
+/// with: a group recurs under other stacks, where the whole mask's key
+/// does not. It holds for any covered rows that hold `base`: a subtree it
+/// left out was all in `base` or in what it found, and every token it
+/// found is one the group allows.
+#[derive(Debug)]
+pub(crate) struct Partial {
+    rule: u32,
+    nodes: Arc<[(u32, u32)]>,
+    shape: ShapeKey,
+    /// The marker of the group's origin set among the shape's, if it is one.
+    again: u32,
+    base: Arc<[u32]>,
+    allowed: TokenSet,
+    /// Completions left pending, their markers the shape's.
+    pending: Vec<PendingAt>,
+}
+
+impl Partial {
+    fn key(group: &Group, shape: &[(u32, u32, u32)], again: u32) -> u64 {
+        let mut h = FxHasher::default();
+        h.write_u32(group.rule);
+        h.write_u64(group.nodes_hash);
+        h.write_u32(again);
+        for &(pos, lex, origin) in shape {
+            h.write_u64((pos as u64) << 32 | lex as u64);
+            h.write_u32(origin);
+        }
+        h.finish()
+    }
+
+    /// Whether this is the walk of `group` after a set of `shape` and
+    /// over rows that hold `base`.
+    fn holds_for(
+        &self,
+        group: &Group,
+        shape: &[(u32, u32, u32)],
+        again: u32,
+        rows: &[u32],
+    ) -> bool {
+        self.rule == group.rule
+            && self.again == again
+            && *self.shape == *shape
+            && (Arc::ptr_eq(&self.nodes, &group.nodes) || *self.nodes == *group.nodes)
+            && self.base.iter().zip(rows).all(|(b, r)| b & !r == 0)
+    }
 }
 
 impl SummaryCache {
     pub(crate) fn new(limit: usize) -> Self {
         SummaryCache {
-            map: Mutex::new((FxHashMap::default(), 0)),
+            kept: Mutex::new(Kept::default()),
             limit,
         }
     }
 
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn get(&self, key: &[(u32, u32, u32)]) -> Option<Arc<Summary>> {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.0.get(key).cloned()
+        self.kept().summaries.get(key).cloned()
     }
 
     pub(crate) fn insert(&self, key: &[(u32, u32, u32)], summary: Summary) -> Arc<Summary> {
         let summary = Arc::new(summary);
         let size = summary.bytes() + key.len() * 12;
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.1 + size > self.limit {
-            map.0.clear();
-            map.1 = 0;
-        }
-        if size <= self.limit {
-            map.0.insert(key.into(), summary.clone());
-            map.1 += size;
+        let mut kept = self.kept();
+        if kept.room(size, self.limit) {
+            kept.summaries.insert(key.into(), summary.clone());
         }
         summary
     }
 
+    /// The walk of `group` kept under `key` that holds for `rows`.
+    fn partial(
+        &self,
+        key: u64,
+        group: &Group,
+        shape: &[(u32, u32, u32)],
+        again: u32,
+        rows: &[u32],
+    ) -> Option<Arc<Partial>> {
+        self.kept()
+            .partials
+            .get(&key)?
+            .iter()
+            .find(|p| p.holds_for(group, shape, again, rows))
+            .cloned()
+    }
+
+    /// Keeps `partial` under `key`; `new_base` says whether its base row
+    /// is not held by a walk kept before it.
+    fn insert_partial(&self, key: u64, partial: Partial, new_base: bool) -> Arc<Partial> {
+        let partial = Arc::new(partial);
+        let size = partial.allowed.bytes()
+            + partial.pending.len() * std::mem::size_of::<PendingAt>()
+            + partial.shape.len() * 12
+            + if new_base { partial.base.len() * 4 } else { 0 }
+            + std::mem::size_of::<Partial>();
+        let mut kept = self.kept();
+        if kept.room(size, self.limit) {
+            kept.partials.entry(key).or_default().push(partial.clone());
+        }
+        partial
+    }
+
     pub(crate) fn bytes(&self) -> usize {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).1
+        self.kept().bytes
     }
 }
 
@@ -1338,6 +1455,9 @@ pub(crate) struct Walker {
     /// Exits of a lexeme state past which only those that lead on are
     /// walked ([`crate::EarleyConfig::follow_exits`]).
     follow_exits: usize,
+    /// Nodes of a pending group from which it is walked and kept alone
+    /// ([`crate::EarleyConfig::group_walks`]).
+    group_walks: usize,
     /// Room of [`Walker::walk_nodes`]: the lexeme items that may end at
     /// a node, by position, lexeme state and closure.
     ended: Vec<(u32, u32, Arc<Chunk>)>,
@@ -1594,10 +1714,11 @@ impl Seen {
 }
 
 impl Walker {
-    pub(crate) fn new(lexeme_walks: bool, follow_exits: usize) -> Walker {
+    pub(crate) fn new(config: &crate::EarleyConfig) -> Walker {
         Walker {
-            lexeme_walks,
-            follow_exits,
+            lexeme_walks: config.lexeme_walks,
+            follow_exits: config.follow_exits,
+            group_walks: config.group_walks,
             ..Walker::default()
         }
     }
@@ -2087,12 +2208,13 @@ impl Walker {
         pending.retain(|&(_, _, node, _)| !self.covered(trie, node as usize, row));
     }
 
-    /// The summary of the pending subtrees of `groups`: per trie node, the
+    /// The walk of the pending subtrees of `groups`: per trie node, the
     /// sets after the completions pending there (`after[g]` for group `g`)
     /// in one set, then its subtree. `markers` are the older origins of
-    /// those sets.
+    /// those sets. Gives the tokens found and the completions left pending
+    /// (none below a subtree the tokens found and the covered rows hold).
     #[allow(clippy::too_many_arguments)]
-    fn summarize_pending(
+    fn walk_groups(
         &mut self,
         cfg: &Cfg,
         trie: &TokenTrie,
@@ -2101,7 +2223,7 @@ impl Walker {
         markers: &[Arc<ESet>],
         words: usize,
         budget: &mut Budget,
-    ) -> Result<Summary, StepError> {
+    ) -> Result<(Vec<u32>, Vec<PendingAt>), StepError> {
         let mut at: Vec<(u32, u32, usize)> = groups
             .iter()
             .enumerate()
@@ -2175,7 +2297,7 @@ impl Walker {
             Some((&mut frontier, &mut pending)),
         )?;
         self.drop_covered(trie, &mut pending, &found);
-        Ok(Summary::new(self.row_set(found), pending))
+        Ok((found, pending))
     }
 
     /// The summary of `cur` (whose older origins are `markers`) made of
@@ -2282,7 +2404,7 @@ impl Walker {
                     .position(|m| Arc::ptr_eq(m, set))
                     .expect("a set an item of the current set starts in is a marker")
                     as u32;
-                for &(node, depth) in &group.nodes {
+                for &(node, depth) in group.nodes.iter() {
                     pending.push((m, group.rule, node, depth));
                 }
             }
@@ -2310,7 +2432,7 @@ impl Walker {
                 if !set.is_empty() {
                     close(cfg, &mut set, &[], budget, Some(&mut frontier))?;
                     for (marker, rule) in frontier.reached.drain(..) {
-                        for &(node, depth) in &group.nodes {
+                        for &(node, depth) in group.nodes.iter() {
                             pending.push((marker, rule, node, depth));
                         }
                         sets.push((markers[marker as usize].clone(), rule));
@@ -2360,6 +2482,7 @@ impl Walker {
             let child = self.child(
                 cfg,
                 trie,
+                None,
                 (&summary, &chain),
                 &key,
                 (&groups, &origins),
@@ -2378,10 +2501,12 @@ impl Walker {
     /// the pending subtrees through the summary of the sets the pending
     /// completions give (computed once per shape of those, then kept), level
     /// by level: each level's nodes are deeper than the last one's.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish_mask(
         &mut self,
         cfg: &Cfg,
         trie: &TokenTrie,
+        cache: &SummaryCache,
         summary: &Arc<Summary>,
         markers: &[Arc<ESet>],
         row: &mut [u32],
@@ -2428,6 +2553,7 @@ impl Walker {
             let child = self.child(
                 cfg,
                 trie,
+                Some(cache),
                 (&summary, row),
                 &key,
                 (&summary.groups, &origins),
@@ -2440,16 +2566,115 @@ impl Walker {
         }
     }
 
+    /// [`Walker::walk_groups`] over the covered rows for completions
+    /// into older sets (none reached inside a token), its groups of at
+    /// least `group_walks` nodes walked one by one, each kept in `cache`
+    /// and taken from there wherever it holds ([`Partial`]).
+    #[allow(clippy::too_many_arguments)]
+    fn walk_by_groups(
+        &mut self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        cache: &SummaryCache,
+        (groups, origins): (&[Group], &[Arc<ESet>]),
+        after: &[Vec<Item>],
+        markers: &[Arc<ESet>],
+        words: usize,
+        budget: &mut Budget,
+    ) -> Result<Summary, StepError> {
+        let (large, small): (Vec<usize>, Vec<usize>) = (0..groups.len())
+            .filter(|&g| !after[g].is_empty())
+            .partition(|&g| groups[g].nodes.len() >= self.group_walks);
+        if large.is_empty() {
+            let walk = (after, &[][..]);
+            let (found, pending) =
+                self.walk_groups(cfg, trie, (groups, origins), walk, markers, words, budget)?;
+            return Ok(Summary::new(self.row_set(found), pending));
+        }
+        let (mut found, mut pending) = if small.is_empty() {
+            (self.zeroed_row(words), Vec::new())
+        } else {
+            let groups: Vec<Group> = small.iter().map(|&g| groups[g].clone()).collect();
+            let origins: Vec<Arc<ESet>> = small.iter().map(|&g| origins[g].clone()).collect();
+            let after: Vec<Vec<Item>> = small.iter().map(|&g| after[g].clone()).collect();
+            self.walk_groups(
+                cfg,
+                trie,
+                (&groups, &origins),
+                (&after, &[]),
+                markers,
+                words,
+                budget,
+            )?
+        };
+        // The covered rows, shared by the walks kept now.
+        let mut base: Option<Arc<[u32]>> = None;
+        let (mut shape, mut local) = (Vec::new(), Vec::new());
+        for g in large {
+            let group = &groups[g];
+            shape.clear();
+            local.clear();
+            shape_append(cfg, &after[g], &mut shape, &mut local);
+            let again = local
+                .iter()
+                .position(|m| Arc::ptr_eq(m, &origins[g]))
+                .map_or(u32::MAX, |m| m as u32);
+            let key = Partial::key(group, &shape, again);
+            let partial = match cache.partial(key, group, &shape, again, &self.covered) {
+                Some(known) => known,
+                None => {
+                    let (row, left) = self.walk_groups(
+                        cfg,
+                        trie,
+                        (
+                            std::slice::from_ref(group),
+                            std::slice::from_ref(&origins[g]),
+                        ),
+                        (std::slice::from_ref(&after[g]), &[]),
+                        &local,
+                        words,
+                        budget,
+                    )?;
+                    let new_base = base.is_none();
+                    let base = base.get_or_insert_with(|| self.covered.as_slice().into());
+                    let partial = Partial {
+                        rule: group.rule,
+                        nodes: group.nodes.clone(),
+                        shape: shape.as_slice().into(),
+                        again,
+                        base: base.clone(),
+                        allowed: self.row_set(row),
+                        pending: left,
+                    };
+                    cache.insert_partial(key, partial, new_base)
+                }
+            };
+            partial.allowed.or_into(&mut found);
+            for &(m, rule, node, depth) in &partial.pending {
+                let set = &local[m as usize];
+                let m = markers
+                    .iter()
+                    .position(|x| Arc::ptr_eq(x, set))
+                    .expect("an origin of a set after a group is a marker of them all");
+                pending.push((m as u32, rule, node, depth));
+            }
+        }
+        self.drop_covered(trie, &mut pending, &found);
+        Ok(Summary::new(self.row_set(found), pending))
+    }
+
     /// The child of `parent` under `key`: kept in its children, else the
     /// summary of the walks below its groups `groups` (made by
-    /// [`Walker::summarize_pending`]) passing over the tokens of `rows`,
-    /// the rows of the chain down to `parent`. A child is kept in its
-    /// parent's children alone, so it is always written after those rows.
+    /// [`Walker::walk_groups`], or with `cache` by
+    /// [`Walker::walk_by_groups`]) passing over the tokens of `rows`, the
+    /// rows of the chain down to `parent`. A child is kept in its parent's
+    /// children alone, so it is always written after those rows.
     #[allow(clippy::too_many_arguments)]
     fn child(
         &mut self,
         cfg: &Cfg,
         trie: &TokenTrie,
+        cache: Option<&SummaryCache>,
         (parent, rows): (&Summary, &[u32]),
         key: &[(u32, u32, u32)],
         (groups, origins): (&[Group], &[Arc<ESet>]),
@@ -2466,15 +2691,29 @@ impl Walker {
         }
         self.covered.clear();
         self.covered.extend_from_slice(rows);
-        let made = self.summarize_pending(
-            cfg,
-            trie,
-            (groups, origins),
-            (after, reached),
-            markers,
-            rows.len(),
-            budget,
-        );
+        let made = match cache {
+            Some(cache) => self.walk_by_groups(
+                cfg,
+                trie,
+                cache,
+                (groups, origins),
+                after,
+                markers,
+                rows.len(),
+                budget,
+            ),
+            None => self
+                .walk_groups(
+                    cfg,
+                    trie,
+                    (groups, origins),
+                    (after, reached),
+                    markers,
+                    rows.len(),
+                    budget,
+                )
+                .map(|(found, pending)| Summary::new(self.row_set(found), pending)),
+        };
         self.covered.clear();
         let child = Arc::new(made?);
         let mut children = parent.children.lock().unwrap_or_else(|e| e.into_inner());

@@ -295,14 +295,16 @@ fn random_grammars_agree_with_the_recognizer() {
 /// where the items of one lexeme that differ only by where they start meet
 /// and are merged), the first walking on from only the exits of a lexeme
 /// that a byte may follow (`follow_exits` 0), the second from all; the
-/// first summarizing every set met item by item (`item_summaries` 1), the
-/// second every set whole, the third as by default.
+/// first summarizing every set met item by item (`item_summaries` 1) and
+/// walking every completion into an older set apart (`group_walks` 1),
+/// the second every set whole and the completions of a mask together, the
+/// third as by default.
 fn check_masks(name: &str, gbnf: &str, vocab: &Arc<Vocabulary>, r: &mut SplitMix64) {
     let d = EarleyConfig::default();
     for way in [
-        (true, 0, 1),
-        (false, usize::MAX, usize::MAX),
-        (true, d.follow_exits, d.item_summaries),
+        (true, 0, 1, 1),
+        (false, usize::MAX, usize::MAX, usize::MAX),
+        (true, d.follow_exits, d.item_summaries, d.group_walks),
     ] {
         check_masks_on(name, gbnf, vocab, r, 6, way);
     }
@@ -315,13 +317,14 @@ fn check_masks_on(
     vocab: &Arc<Vocabulary>,
     r: &mut SplitMix64,
     sentences: usize,
-    (lexeme_walks, follow_exits, item_summaries): (bool, usize, usize),
+    (lexeme_walks, follow_exits, item_summaries, group_walks): (bool, usize, usize, usize),
 ) {
     let g = Grammar::from_gbnf(gbnf, "root").unwrap();
     let config = EarleyConfig {
         lexeme_walks,
         follow_exits,
         item_summaries,
+        group_walks,
         ..EarleyConfig::default()
     };
     let compiled = EarleyBackend::new(vocab.clone(), config)
@@ -340,7 +343,7 @@ fn check_masks_on(
                 assert_eq!(
                     row_is_allowed(&row, t),
                     took,
-                    "{name} (lexeme walks {lexeme_walks}, item summaries from {item_summaries}): token {:?} after {:?}\n{gbnf}",
+                    "{name} (lexeme walks {lexeme_walks}, item summaries from {item_summaries}, group walks from {group_walks}): token {:?} after {:?}\n{gbnf}",
                     String::from_utf8_lossy(vocab.token_bytes(t)),
                     String::from_utf8_lossy(&sentence[..at])
                 );
@@ -644,13 +647,15 @@ fn adjacent_lexeme_grammars_agree_with_the_recognizer() {
             }
         }
         if grammars % 16 == 0 {
-            // Every other one walked by the parser at every node and its
-            // sets summarized whole, the others walking on from only the
-            // exits a byte may follow, every set summarized item by item.
+            // Every other one walked by the parser at every node, its sets
+            // summarized whole and a mask's completions walked together,
+            // the others walking on from only the exits a byte may follow,
+            // every set summarized item by item and every completion into
+            // an older set walked apart.
             let way = if grammars % 32 != 0 {
-                (true, 0, 1)
+                (true, 0, 1, 1)
             } else {
-                (false, usize::MAX, usize::MAX)
+                (false, usize::MAX, usize::MAX, usize::MAX)
             };
             check_masks_on("adjacent lexemes", &gbnf, &vocab, &mut r, 2, way);
             masked += 1;

@@ -500,14 +500,16 @@ fn names_after_names_fill_within_a_small_budget_on_llama3() {
     assert_eq!(verdict, Walk::Accepted);
 }
 
-/// The masks of a set summarized item by item (each item's walk kept
-/// apart, the completions into the set itself walked for it) equal those
-/// of the set summarized whole, mask for mask, on code grammars of the
+/// The masks of sets summarized item by item (each item's walk kept
+/// apart, the completions into the set itself walked for it) and of
+/// completions into older sets walked group by group (each group's walk
+/// kept apart) equal those of sets summarized whole and completions walked
+/// together, and the default's, mask for mask, on code grammars of the
 /// benchmark corpus (`benches/fixtures/grammars`) with Llama 3: the grammar
 /// of GBNF, whose runs of names complete the same rule into the set again
-/// inside one token, and SQL.
+/// inside one token, SQL, and C.
 #[test]
-fn sets_summarized_by_items_give_the_same_masks_on_llama3() {
+fn summaries_made_apart_give_the_same_masks_on_llama3() {
     let Some(l) = tokenizers().and_then(|all| all.iter().find(|l| l.name == "llama3")) else {
         tokensieve_core::skip!("no llama3 tokenizer");
         return;
@@ -520,13 +522,21 @@ fn sets_summarized_by_items_give_the_same_masks_on_llama3() {
     for (grammar, text) in [
         ("gbnf.gbnf", "gbnf/1-arithmetic.txt"),
         ("sql.gbnf", "sql/1-reports.txt"),
+        ("tinyc.gbnf", "tinyc/1-list.txt"),
     ] {
         let constraint = Constraint::ebnf(read(grammar), "root");
         let text = read(text);
         let ids = l.tok.encode(&text).unwrap();
-        let compiled = [1, usize::MAX].map(|item_summaries| {
+        let d = EarleyConfig::default();
+        let ways = [
+            (1, 1),
+            (usize::MAX, usize::MAX),
+            (d.item_summaries, d.group_walks),
+        ];
+        let compiled = ways.map(|(item_summaries, group_walks)| {
             let config = EarleyConfig {
                 item_summaries,
+                group_walks,
                 // Each compile makes its own summaries.
                 shared_lexemes: false,
                 ..EarleyConfig::default()
@@ -536,13 +546,13 @@ fn sets_summarized_by_items_give_the_same_masks_on_llama3() {
                 .unwrap_or_else(|e| panic!("{grammar}: {e}"))
         });
         let mut matchers = compiled.map(|c| c.matcher());
-        let mut rows = [(); 2].map(|_| vec![0u32; l.vocab.mask_words()]);
+        let mut rows = [(); 3].map(|_| vec![0u32; l.vocab.mask_words()]);
         for (i, &id) in ids.iter().enumerate() {
             for (m, row) in matchers.iter_mut().zip(&mut rows) {
                 m.fill_bitmask(row);
             }
             assert!(
-                rows[0] == rows[1],
+                rows[0] == rows[1] && rows[0] == rows[2],
                 "{grammar}: the masks differ after {:?}",
                 String::from_utf8_lossy(&l.vocab.decode(&ids[..i]))
             );

@@ -97,8 +97,10 @@ pub fn eos() -> u32 {
 /// The two backends, with their default configurations, and earley with
 /// every lexeme exit filtered by what may follow it (`follow_exits` 0:
 /// the default filters only lexemes with many exits, which the small
-/// vocabulary seldom makes) and every set summarized item by item
-/// (`item_summaries` 1: by default only sets of many lexeme items).
+/// vocabulary seldom makes), every set summarized item by item
+/// (`item_summaries` 1: by default only sets of many lexeme items) and
+/// every completion into an older set walked and kept apart (`group_walks`
+/// 1: by default only those pending at many trie nodes).
 pub struct Backends {
     pub regex_fsm: RegexFsmBackend,
     pub earley: EarleyBackend,
@@ -117,6 +119,7 @@ pub fn backends() -> &'static Backends {
             EarleyConfig {
                 follow_exits: 0,
                 item_summaries: 1,
+                group_walks: 1,
                 ..EarleyConfig::default()
             },
         ),

@@ -430,9 +430,12 @@ pub fn matcher(data: &[u8]) {
     let mut compiled = compile_both(&constraint);
     let filtered = backends().earley_filtered.compile(&constraint);
     if let Err(e) = &filtered {
-        check_error("earley follow_exits=0 item_summaries=1", e);
+        check_error("earley follow_exits=0 item_summaries=1 group_walks=1", e);
     }
-    compiled.push(("earley follow_exits=0 item_summaries=1", filtered));
+    compiled.push((
+        "earley follow_exits=0 item_summaries=1 group_walks=1",
+        filtered,
+    ));
     let mut run = Run {
         matchers: matchers(&compiled),
         oracle: Oracle {
