@@ -78,6 +78,23 @@ fn eager_lexeme(
     )
 }
 
+/// `regex` as an eager lexeme on `trie` (of `vocab`), with `skeletons`.
+fn lexeme_with(
+    regex: &str,
+    vocab: &Vocabulary,
+    trie: &Arc<TokenTrie>,
+    skeletons: &Arc<Skeletons>,
+) -> Lexeme {
+    Lexeme::new(
+        Making::Now(LexDfa::Eager(
+            ByteDfa::build(regex, &limits(false)).unwrap(),
+        )),
+        trie.clone(),
+        vocab.mask_words(),
+        skeletons.clone(),
+    )
+}
+
 /// The walk without taking subtrees whole: every node visited.
 fn plain_walk(l: &Lexeme, state: u32) -> (Vec<u32>, Vec<(u32, u32)>) {
     let trie = &*l.trie;
@@ -776,9 +793,13 @@ fn a_json_string_walks_through_the_vocabulary_skeleton() {
         assert_eq!(x.exits, y.exits, "state {state}");
     }
     let own = own.own.0.lock().unwrap();
-    assert_eq!(own.len(), 1, "the string's body walked through a skeleton");
     assert_eq!(
-        own[0].0,
+        own.list.len(),
+        1,
+        "the string's body walked through a skeleton"
+    );
+    assert_eq!(
+        own.list[0].0,
         (JSON_STRING_BODY, trie.max_depth as u32),
         "the body's step is the vocabulary's"
     );
@@ -824,13 +845,59 @@ fn bounded_json_strings_walk_through_the_vocabularys_budgets() {
     }
     assert!(chains >= 20, "{chains} chains walked");
     // (Other steps, a `\u` escape's hex digits, a run of spaces, are
-    // the grammar's own.)
+    // the vocabulary's too where lexemes are shared.)
     let own = seeded.own.0.lock().unwrap();
     assert!(
-        own.iter().all(|(k, _)| k.0 != JSON_STRING_BODY),
+        own.list.iter().all(|(k, _)| k.0 != JSON_STRING_BODY),
         "no body skeleton made beside the vocabulary's"
     );
-    assert_eq!(known.0.table.len(), made, "no budget made at a mask");
+    let bodies = |table: &SkeletonTable| {
+        let kept = table.0.lock().unwrap();
+        kept.list
+            .iter()
+            .filter(|(k, _)| k.0 == JSON_STRING_BODY)
+            .count()
+    };
+    assert_eq!(bodies(&known.0.table), made, "no budget made at a mask");
+}
+
+/// Where lexemes are shared, a step other than a JSON string body's (a
+/// pattern's class) has one skeleton for every grammar of the vocabulary;
+/// a grammar whose lexemes are its own makes its own, and both walk alike.
+#[test]
+fn skeletons_of_other_steps_are_the_vocabularys_where_lexemes_are_shared() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let known = VocabSkeleton::json_string_body(&trie);
+    let before = known.0.table.len();
+    // Printable ASCII but the quote and the backslash: wide, and not a
+    // JSON string's body (no escapes, no other characters).
+    let regex = r#""[ !#-\[\]-~]*""#;
+    let walks = |skeletons: &Arc<Skeletons>| {
+        let l = lexeme_with(regex, &vocab, &trie, skeletons);
+        (1..l.dfa().num_states() as u32)
+            .map(|state| {
+                let index = l.state(state);
+                assert_index_is_the_full_walk(&l, state, index, regex);
+                let mut row = vec![0u32; vocab.mask_words()];
+                index.inside.or_into(&mut row);
+                (row, index.exits.clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = Arc::new(Skeletons::starting_with(&known, true));
+    let second = Arc::new(Skeletons::starting_with(&known, true));
+    let cold = Arc::new(Skeletons::starting_with(&known, false));
+    let shared = walks(&first);
+    let made = known.0.table.len();
+    assert!(made > before, "the body's skeleton is the vocabulary's");
+    assert_eq!(first.own.len(), 0);
+    assert_eq!(walks(&second), shared);
+    assert_eq!(known.0.table.len(), made, "made once for both grammars");
+    assert_eq!(second.own.len(), 0);
+    assert_eq!(walks(&cold), shared);
+    assert!(cold.own.len() > 0, "a cold grammar makes its own");
+    assert_eq!(known.0.table.len(), made);
 }
 
 /// Whitespace between JSON tokens is walked by counting its bytes (the
@@ -969,13 +1036,7 @@ fn walks_past_the_quote_are_shared_by_signature() {
     let known = VocabSkeleton::json_string_body(&trie);
     let body = tokensieve_json_schema::STRING_CHAR;
     let walk = |regex: &str, skeletons: &Arc<Skeletons>| {
-        let dfa = ByteDfa::build(regex, &limits(false)).unwrap();
-        let l = Lexeme::new(
-            Making::Now(LexDfa::Eager(dfa)),
-            trie.clone(),
-            vocab.mask_words(),
-            skeletons.clone(),
-        );
+        let l = lexeme_with(regex, &vocab, &trie, skeletons);
         let state = b"\"x"
             .iter()
             .fold(l.dfa().start(), |s, &b| l.dfa().next(s, b));
