@@ -875,6 +875,22 @@ const MANY_ITEMS: usize = 256;
 /// files, 64 2% fewer instructions on one with keys of many members.
 const LEXEME_WALKS: usize = 64;
 
+/// Whether byte `b` is in the 256-bit set `set`.
+#[inline]
+fn has_byte(set: &[u64; 4], b: u8) -> bool {
+    set[b as usize >> 6] >> (b & 63) & 1 == 1
+}
+
+/// Whether a child of trie node `node` may follow, its byte in `follow`
+/// (a symbol's [`Cfg::follow`]): where none may, a lexeme ending there
+/// leads no token further.
+fn leads_on(trie: &TokenTrie, node: u32, follow: &[u64; 4]) -> bool {
+    trie.kids(node as usize)
+        .0
+        .iter()
+        .any(|&b| has_byte(follow, b))
+}
+
 /// Up to this many items, all of them narrow (none a string body's), are
 /// walked lexeme by lexeme too. Below a comma or a newline after a value
 /// of an object of a hundred optional members, every later member's key
@@ -1726,7 +1742,7 @@ impl Walker {
     /// The walk of `item`'s lexeme below node `j` ([`Lexeme::walk_below`])
     /// into the rooms `kept` and `exits`, and the work it is charged: where
     /// it has more than `follow_exits` exits, only those that lead on are
-    /// kept ([`Walker::leads_on`]); the tokens ending at an exit are in the
+    /// kept ([`leads_on`]); the tokens ending at an exit are in the
     /// runs.
     fn lexeme_walk(
         &mut self,
@@ -1750,27 +1766,19 @@ impl Walker {
         );
         let work = kept.runs.len() + exits.len();
         if exits.len() > self.follow_exits {
-            exits.retain(|&(e, _)| self.leads_on(cfg, trie, e, item.pos));
+            let follow = self.follow(cfg, item.pos);
+            exits.retain(|&(e, _)| leads_on(trie, e, &follow));
         }
         work
     }
 
-    /// Whether a child of trie node `node` may follow the symbol at `pos`
-    /// ([`Cfg::follow`]): where none may, a lexeme ending there leads no
-    /// token further.
-    fn leads_on(&mut self, cfg: &Cfg, trie: &TokenTrie, node: u32, pos: u32) -> bool {
-        let (bytes, _) = trie.kids(node as usize);
-        if bytes.is_empty() {
-            return false;
-        }
-        let follow = self.follows.entry(pos).or_insert_with(|| cfg.follow(pos));
-        bytes
-            .iter()
-            .any(|&b| follow[b as usize >> 6] >> (b & 63) & 1 == 1)
+    /// [`Cfg::follow`] of `pos`, kept.
+    fn follow(&mut self, cfg: &Cfg, pos: u32) -> [u64; 4] {
+        *self.follows.entry(pos).or_insert_with(|| cfg.follow(pos))
     }
 
     /// The exits of `state` (lexeme state `lex` of the lexeme at `pos`)
-    /// that lead on ([`Walker::leads_on`]), where it has more than
+    /// that lead on ([`leads_on`]), where it has more than
     /// `follow_exits`; made once per grammar.
     fn exits_leading(
         &mut self,
@@ -1792,27 +1800,28 @@ impl Walker {
         if known.is_some() {
             return known;
         }
+        let follow = self.follow(cfg, pos);
+        // What walking them costs at most: the subtrees of the children
+        // whose bytes may follow (an exit's other children are not
+        // entered, and below a name most are letters).
+        let mut span = 0;
         let exits: Vec<(u32, u32)> = state
             .exits
             .iter()
             .copied()
-            .filter(|&(node, _)| self.leads_on(cfg, trie, node, pos))
-            .collect();
-        // What walking them costs at most: the subtrees of the children
-        // whose bytes may follow (an exit's other children are not
-        // entered, and below a name most are letters).
-        let follow = self.follows.get(&pos).copied().unwrap_or([!0; 4]);
-        let span = exits
-            .iter()
-            .map(|&(node, _)| {
+            .filter(|&(node, _)| {
                 let (bytes, kids) = trie.kids(node as usize);
                 let end = trie.nodes[node as usize].next;
-                (0..kids.len())
-                    .filter(|&i| follow[bytes[i] as usize >> 6] >> (bytes[i] & 63) & 1 == 1)
-                    .map(|i| (kids.get(i + 1).copied().unwrap_or(end) - kids[i]) as usize)
-                    .sum::<usize>()
+                let mut leads = false;
+                for (i, &b) in bytes.iter().enumerate() {
+                    if has_byte(&follow, b) {
+                        leads = true;
+                        span += (kids.get(i + 1).copied().unwrap_or(end) - kids[i]) as usize;
+                    }
+                }
+                leads
             })
-            .sum();
+            .collect();
         let leading = Arc::new(LeadingExits { exits, span });
         cfg.follow
             .exits
@@ -3457,7 +3466,7 @@ impl Walker {
         }
         for (i, (&b, &kid)) in bytes.iter().zip(kids).enumerate() {
             let end = kids.get(i + 1).copied().unwrap_or(last_end);
-            if first[b as usize >> 6] >> (b & 63) & 1 == 0 {
+            if !has_byte(first, b) {
                 if self.exits.any_before(end) {
                     let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
                     self.walk_exits(cfg, trie, end, row, budget, reborrowed)?;
@@ -3604,7 +3613,7 @@ impl Walker {
         let reached = |e: u32| {
             let kid = kids.partition_point(|&k| k <= e) - 1;
             let b = bytes[kid];
-            first[b as usize >> 6] >> (b & 63) & 1 == 1
+            has_byte(&first, b)
         };
         if noted.iter().any(|&(e, _, _)| reached(e)) {
             // Noted, each is walked once, from both.
