@@ -2156,8 +2156,7 @@ impl Walker {
                 budget,
                 Some((&mut frontier, &mut pending)),
             )?;
-            self.drop_covered(trie, &mut pending, &allowed);
-            return Ok(Summary::new(self.row_set(allowed), pending));
+            return Ok(self.summary_of(trie, allowed, pending));
         }
         if let Some(ids) = few_ids(cfg, &cur.items, words) {
             self.leading = leading;
@@ -2206,8 +2205,20 @@ impl Walker {
             budget,
             Some((&mut frontier, &mut pending)),
         )?;
-        self.drop_covered(trie, &mut pending, &allowed);
-        Ok(Summary::new(self.row_set(allowed), pending))
+        Ok(self.summary_of(trie, allowed, pending))
+    }
+
+    /// The summary of the tokens `row` holds and the completions left
+    /// `pending`, less those below a subtree the row and the covered rows
+    /// hold.
+    fn summary_of(
+        &mut self,
+        trie: &TokenTrie,
+        row: Vec<u32>,
+        mut pending: Vec<PendingAt>,
+    ) -> Summary {
+        self.drop_covered(trie, &mut pending, &row);
+        Summary::new(self.row_set(row), pending)
     }
 
     /// Drops the completions into older sets noted at nodes whose subtree
@@ -2376,8 +2387,7 @@ impl Walker {
                 budget,
             )?;
         }
-        self.drop_covered(trie, &mut pending, &row);
-        Ok(Summary::new(self.row_set(row), pending))
+        Ok(self.summary_of(trie, row, pending))
     }
 
     /// The completions an item's summary `own` leaves pending into its
@@ -2668,8 +2678,7 @@ impl Walker {
                 pending.push((m as u32, rule, node, depth));
             }
         }
-        self.drop_covered(trie, &mut pending, &found);
-        Ok(Summary::new(self.row_set(found), pending))
+        Ok(self.summary_of(trie, found, pending))
     }
 
     /// The child of `parent` under `key`: kept in its children, else the
