@@ -1884,11 +1884,21 @@ impl Walker {
         // whose bytes may follow (an exit's other children are not
         // entered, and below a name most are letters).
         let mut span = 0;
+        let follow_non_ascii = follow[2] | follow[3] != 0;
         let exits: Vec<(u32, u32)> = state
             .exits
             .iter()
             .copied()
             .filter(|&(node, _)| {
+                // Most exits of a name have only letters below them: no
+                // byte below the node may follow, so no child's may.
+                let below = &trie.below[node as usize];
+                if below.ascii[0] & follow[0] == 0
+                    && below.ascii[1] & follow[1] == 0
+                    && !(below.non_ascii && follow_non_ascii)
+                {
+                    return false;
+                }
                 let (bytes, kids) = trie.kids(node as usize);
                 let end = trie.nodes[node as usize].next;
                 let mut leads = false;
