@@ -1297,6 +1297,11 @@ pub(crate) struct Chunk {
     /// The levels the items waiting for a rule start in, sorted.
     older: Box<[u32]>,
     first: [u64; 4],
+    /// The bytes each lexical item takes (as [`Lexeme::first_bytes`]): a
+    /// byte is stepped only in the items that take it (after a name in a
+    /// C grammar, a chunk holds about 25 lexeme items, the operators and
+    /// the whitespace, and a byte is taken by one or two).
+    takes: Box<[[u64; 4]]>,
     reached: Vec<(u32, u32)>,
     /// A hash of the keys of the items that are not complete (see
     /// [`Chunk::same_future`]), whatever their order.
@@ -1337,9 +1342,23 @@ impl Chunk {
             })
             .fold(0u64, u64::wrapping_add);
         let unrooted = !items.iter().any(|i| matches!(i.origin, Origin::Local(_)));
+        let takes: Box<[[u64; 4]]> = items[..lexical]
+            .iter()
+            .map(|i| match cfg.syms[i.pos as usize] {
+                Sym::Lex(l) => *cfg.lexemes[l as usize].first_bytes(i.lex),
+                _ => unreachable!("a lexical item"),
+            })
+            .collect();
+        let mut first = [0u64; 4];
+        for t in &takes {
+            for (a, b) in first.iter_mut().zip(t) {
+                *a |= b;
+            }
+        }
         Chunk {
             unrooted,
-            first: first_bytes_of(cfg, &items[..lexical]),
+            first,
+            takes,
             lexical,
             older: older.into_boxed_slice(),
             items,
@@ -1358,6 +1377,28 @@ impl Chunk {
     #[inline]
     fn takes(&self, byte: u8) -> bool {
         self.first[byte as usize >> 6] >> (byte & 63) & 1 == 1
+    }
+
+    /// [`scan`] of the lexical items, stepping only those that take `byte`.
+    #[inline]
+    fn scan(&self, cfg: &Cfg, here: &Origin, byte: u8, out: &mut Vec<Item>) {
+        let (w, bit) = (byte as usize >> 6, 1u64 << (byte & 63));
+        for (item, takes) in self.lexical().iter().zip(&self.takes) {
+            if takes[w] & bit == 0 {
+                continue;
+            }
+            let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
+                unreachable!("a lexical item");
+            };
+            let next = cfg.lexemes[l as usize].dfa().next(item.lex, byte);
+            if next != DEAD {
+                out.push(Item {
+                    pos: item.pos,
+                    lex: next,
+                    origin: item.origin.rebased(here),
+                });
+            }
+        }
     }
 
     /// Whether the walk below a level goes on the same with `self` as
@@ -3232,7 +3273,7 @@ impl Walker {
             scan(cfg, &from.own, &here, byte, scanned);
             for c in &from.chunks {
                 if c.takes(byte) {
-                    scan(cfg, c.lexical(), &here, byte, scanned);
+                    c.scan(cfg, &here, byte, scanned);
                 }
             }
         }
