@@ -1317,7 +1317,10 @@ impl Chunk {
         let is_lexical = |i: &Item| matches!(cfg.syms[i.pos as usize], Sym::Lex(_));
         // Like seeds still list their items in the same order.
         if !items.is_sorted_by_key(|i| !is_lexical(i)) {
-            items.sort_by_key(|i| !is_lexical(i));
+            // A stable partition (a stable sort by the flag was 4% of a C
+            // grammar's mask instructions).
+            let others: Vec<Item> = items.extract_if(.., |i| !is_lexical(i)).collect();
+            items.extend(others);
         }
         let lexical = items.partition_point(is_lexical);
         let mut older: Vec<u32> = items[lexical..]
