@@ -982,6 +982,9 @@ const NARROW_WALKS: usize = MANY_ITEMS;
 /// in this many of them, rather than reading every child.
 const FEW_KIDS: usize = 8;
 
+/// Most closed completions a walker keeps ([`Walker::completed_closed`]).
+const COMPLETIONS: usize = 256;
+
 /// Most child summaries one summary keeps (then they are recomputed).
 const CHILDREN: usize = 256;
 
@@ -1611,6 +1614,10 @@ pub(crate) struct Walker {
     read: Vec<u32>,
     /// Room for the closure of a chunk ([`Walker::chunk`]).
     closing: Vec<Item>,
+    /// The sets after completing a rule into a chart set, by the set's
+    /// address and the rule ([`Walker::completed_closed`]), each with the
+    /// set; at most [`COMPLETIONS`], then cleared.
+    completions: FxHashMap<(usize, u32), (Arc<ESet>, Vec<Item>)>,
     /// The chunks of one walk by [`Chunk::live`]: a chunk that goes on as
     /// one made before ([`Chunk::same_future`]) is that one, so that the
     /// levels and exits holding it compare pointers.
@@ -2649,6 +2656,35 @@ impl Walker {
         }
     }
 
+    /// The items of `set` waiting for `rule`, moved past it and closed:
+    /// the set after completing `rule` into `set`. Kept by set and rule
+    /// ([`Walker::completions`]): every statement of a C block completes
+    /// into the block's set, mask after mask, where that closure (a
+    /// statement's start, every keyword and expression predicted) was
+    /// 6% of the grammar's mask instructions.
+    fn completed_closed(
+        &mut self,
+        cfg: &Cfg,
+        set: &Arc<ESet>,
+        rule: u32,
+        budget: &mut Budget,
+    ) -> Result<Vec<Item>, StepError> {
+        let key = (Arc::as_ptr(set) as usize, rule);
+        if let Some((_, items)) = self.completions.get(&key) {
+            return Ok(items.clone());
+        }
+        let mut items = completed_in(cfg, set, rule, budget)?;
+        if !items.is_empty() {
+            close(cfg, &mut items, &[], budget, None)?;
+        }
+        if self.completions.len() >= COMPLETIONS {
+            self.completions.clear();
+        }
+        // The set is kept with them: its address is not reused meanwhile.
+        self.completions.insert(key, (set.clone(), items.clone()));
+        Ok(items)
+    }
+
     /// The mask of a set from its shape's summary: the allowed tokens, then
     /// the pending subtrees through the summary of the sets the pending
     /// completions give (computed once per shape of those, then kept), level
@@ -2681,11 +2717,7 @@ impl Walker {
             let mut after = Vec::with_capacity(summary.groups.len());
             for group in &summary.groups {
                 let origin_set = &markers[group.marker as usize];
-                let mut set = completed_in(cfg, origin_set, group.rule, budget)?;
-                if !set.is_empty() {
-                    close(cfg, &mut set, &[], budget, None)?;
-                }
-                after.push(set);
+                after.push(self.completed_closed(cfg, origin_set, group.rule, budget)?);
             }
             key.clear();
             next_markers.clear();
