@@ -209,7 +209,20 @@ impl Lexeme {
         let (mut few_bytes, mut few_kids) = ([0u8; FEW], [0u32; FEW]);
         // As in [`Lexeme::scan_range`].
         let mut loops = LoopCache::default();
+        // Nodes are popped in preorder (a node's children pushed last
+        // first), and each is noted as an exit when popped: the exits come
+        // out in trie order, with no sort (a name's 113,000 were
+        // radix-sorted).
+        let from_exit = exits.len();
         while let Some((node, from, depth, run)) = pending.pop() {
+            if run == WHOLE {
+                push_exits_below(trie, node as usize, depth, exits);
+                continue;
+            }
+            if run & EXIT != 0 {
+                exits.push((node, depth));
+            }
+            let run = run & !EXIT;
             // How many bytes `from` takes, where it is not partway
             // through a run.
             let width = (run == 0).then(|| self.width(from));
@@ -249,6 +262,9 @@ impl Lexeme {
                     (bytes, kids) = (&few_bytes[..n], &few_kids[..n]);
                 }
             }
+            // Children in byte order (their token runs join), pushed to
+            // be popped in that order.
+            let pushed = pending.len();
             for (&b, &kid) in bytes.iter().zip(kids) {
                 let k = kid as usize;
                 let next = match chain {
@@ -273,10 +289,8 @@ impl Lexeme {
                         }
                         kept.push(trie.token_start[k], trie.token_start[k + 1]);
                         if !leaf {
-                            if dfa.is_accepting(from) {
-                                exits.push((kid, depth + 1));
-                            }
-                            pending.push((kid, from, depth + 1, run));
+                            let exit = if dfa.is_accepting(from) { EXIT } else { 0 };
+                            pending.push((kid, from, depth + 1, run | exit));
                         }
                         continue;
                     }
@@ -304,19 +318,18 @@ impl Lexeme {
                     let bytes = loops.get(next, || accepting_loop(dfa.row(next), classes, next));
                     if (0..2).all(|w| below.ascii[w] & !bytes[w] == 0) {
                         kept.push(trie.token_start[k], trie.token_start[end]);
-                        push_exits_below(trie, k, depth + 1, exits);
+                        pending.push((kid, next, depth + 1, WHOLE));
                         continue;
                     }
                 }
                 kept.push(trie.token_start[k], trie.token_start[k + 1]);
                 if !leaf {
-                    if accepting {
-                        exits.push((kid, depth + 1));
-                    }
-                    pending.push((kid, next, depth + 1, 0));
+                    pending.push((kid, next, depth + 1, if accepting { EXIT } else { 0 }));
                 }
             }
+            pending[pushed..].reverse();
         }
+        debug_assert!(exits[from_exit..].is_sorted(), "exits in trie order");
     }
 
     /// One forward pass over the subtree of `node` (at `depth`, its bytes
@@ -444,6 +457,14 @@ impl Lexeme {
         }
     }
 }
+
+/// The run of a [`Lexeme::walk_below`] pending node whose every byte
+/// below leads back to its state, which accepts: its exits are every node
+/// of it with nodes below ([`push_exits_below`]).
+const WHOLE: u32 = u32::MAX;
+/// A bit of the run of a [`Lexeme::walk_below`] pending node: the node is
+/// an exit (its state accepts, and it has nodes below).
+const EXIT: u32 = 1 << 30;
 
 /// Nodes from which a subtree is looked at for an accepting loop over
 /// all its bytes ([`accepting_loop`]): below, stepping node by node costs
