@@ -703,12 +703,15 @@ fn close_reading(
     let mut k = 0;
     while k < set.items.len() {
         budget.spend(1)?;
-        let item = set.items[k].clone();
+        // Read in place (a clone of an item of a chart set is an atomic
+        // count up and down): only a completion keeps its origin.
+        let (pos, lex) = (set.items[k].pos, set.items[k].lex);
         k += 1;
-        match cfg.syms[item.pos as usize] {
+        match cfg.syms[pos as usize] {
             Sym::Lex(l) => {
-                if cfg.lexemes[l as usize].accepts(item.lex) {
-                    set.push(cfg, cfg.advanced(&item), budget)?;
+                if cfg.lexemes[l as usize].accepts(lex) {
+                    let next = cfg.advanced(&set.items[k - 1]);
+                    set.push(cfg, next, budget)?;
                 }
             }
             Sym::Rule(r) => {
@@ -719,10 +722,12 @@ fn close_reading(
                     }
                 }
                 if cfg.nullable[r as usize] {
-                    set.push(cfg, cfg.advanced(&item), budget)?;
+                    let next = cfg.advanced(&set.items[k - 1]);
+                    set.push(cfg, next, budget)?;
                 }
             }
             Sym::End(r) => {
+                let origin = set.items[k - 1].origin.clone();
                 // The parents, advanced (taken out of the loop: pushing
                 // borrows the set being read from when it is a level's).
                 let mut next = std::mem::take(&mut advanced);
@@ -730,10 +735,10 @@ fn close_reading(
                     next.push(Item {
                         pos: parent.pos + 1,
                         lex: cfg.initial(parent.pos + 1),
-                        origin: parent.origin.rebased(&item.origin),
+                        origin: parent.origin.rebased(&origin),
                     })
                 };
-                match &item.origin {
+                match &origin {
                     // Empty: the parents moved past it when they predicted it.
                     Origin::Here => {}
                     Origin::Set(s) => match frontier.as_deref_mut() {
