@@ -214,6 +214,9 @@ impl Lexeme {
         // out in trie order, with no sort (a name's 113,000 were
         // radix-sorted).
         let from_exit = exits.len();
+        // Whether the state last asked about accepts (a name's children
+        // mostly go to one state).
+        let mut accepts = (DEAD, false);
         while let Some((node, from, depth, run)) = pending.pop() {
             if run == WHOLE {
                 push_exits_below(trie, node as usize, depth, exits);
@@ -312,7 +315,10 @@ impl Lexeme {
                     kept.push(trie.token_start[k], trie.token_start[end]);
                     continue;
                 }
-                let accepting = !leaf && dfa.is_accepting(next);
+                if accepts.0 != next {
+                    accepts = (next, dfa.is_accepting(next));
+                }
+                let accepting = !leaf && accepts.1;
                 let below = &trie.below[k];
                 if accepting && end - k >= LOOP_SUBTREE && !below.non_ascii {
                     let bytes = loops.get(next, || accepting_loop(dfa.row(next), classes, next));
@@ -383,6 +389,9 @@ impl Lexeme {
         // The ASCII bytes that lead a state back to itself, where it
         // accepts (an identifier past its first letter).
         let mut loops = LoopCache::default();
+        // The transitions and acceptance of the state last met: a name
+        // stays in one state for most of its nodes.
+        let mut last: (u32, &'s [u32], bool) = (DEAD, &[], false);
         let mut i = first;
         while i < end {
             let n = trie.nodes[i];
@@ -435,7 +444,10 @@ impl Lexeme {
                     continue;
                 }
             }
-            let accepting = dfa.is_accepting(next);
+            if last.0 != next {
+                last = (next, dfa.row(next), dfa.is_accepting(next));
+            }
+            let accepting = last.2;
             if accepting && n.next as usize - i >= LOOP_SUBTREE && !below.non_ascii {
                 let bytes = loops.get(next, || accepting_loop(dfa.row(next), classes, next));
                 if (0..2).all(|w| below.ascii[w] & !bytes[w] == 0) {
@@ -448,7 +460,7 @@ impl Lexeme {
                     continue;
                 }
             }
-            stack[d] = dfa.row(next);
+            stack[d] = last.1;
             kept.push(trie.token_start[i], trie.token_start[i + 1]);
             if accepting {
                 exits.push((i as u32, n.depth));
