@@ -217,6 +217,9 @@ impl Lexeme {
         // Whether the state last asked about accepts (a name's children
         // mostly go to one state).
         let mut accepts = (DEAD, false);
+        // The width and run of the state last popped (a name's nodes are
+        // mostly in one state).
+        let mut about = (DEAD, 0, None);
         while let Some((node, from, depth, run)) = pending.pop() {
             if run == WHOLE {
                 push_exits_below(trie, node as usize, depth, exits);
@@ -226,9 +229,12 @@ impl Lexeme {
                 exits.push((node, depth));
             }
             let run = run & !EXIT;
+            if about.0 != from {
+                about = (from, self.width(from), dfa.chain(from));
+            }
             // How many bytes `from` takes, where it is not partway
             // through a run.
-            let width = (run == 0).then(|| self.width(from));
+            let width = (run == 0).then_some(about.1);
             if width.is_some_and(|w| w >= WIDE) {
                 let at = (node, from, depth);
                 refused.clear();
@@ -239,7 +245,7 @@ impl Lexeme {
             // read, each a copy of the first on every other byte. Its
             // bytes are counted here, and no state is made but the one
             // after the run.
-            let chain = dfa.chain(from);
+            let chain = about.2;
             // The state's transitions, once a byte outside its run asks
             // (a run's bytes make no state, nor does asking for none).
             let mut row: Option<Option<&[u32]>> = None;
