@@ -777,20 +777,27 @@ fn close_reading(
     Ok(())
 }
 
+/// `item` (before lexeme `l`) after `byte`, added to `out` if its lexeme
+/// takes the byte, with `Here` rebased to `here`.
+#[inline]
+fn step_item(cfg: &Cfg, l: u32, item: &Item, here: &Origin, byte: u8, out: &mut Vec<Item>) {
+    let next = cfg.lexemes[l as usize].dfa().next(item.lex, byte);
+    if next != DEAD {
+        out.push(Item {
+            pos: item.pos,
+            lex: next,
+            origin: item.origin.rebased(here),
+        });
+    }
+}
+
 /// The seeds of the set after `byte`: every item of `from` whose lexeme
 /// takes the byte, with `Here` (the set `from`) rebased to `here`.
 #[inline]
 pub(crate) fn scan(cfg: &Cfg, from: &[Item], here: &Origin, byte: u8, out: &mut Vec<Item>) {
     for item in from {
         if let Sym::Lex(l) = cfg.syms[item.pos as usize] {
-            let next = cfg.lexemes[l as usize].dfa().next(item.lex, byte);
-            if next != DEAD {
-                out.push(Item {
-                    pos: item.pos,
-                    lex: next,
-                    origin: item.origin.rebased(here),
-                });
-            }
+            step_item(cfg, l, item, here, byte, out);
         }
     }
 }
@@ -1408,14 +1415,7 @@ impl Chunk {
             let Sym::Lex(l) = cfg.syms[item.pos as usize] else {
                 unreachable!("a lexical item");
             };
-            let next = cfg.lexemes[l as usize].dfa().next(item.lex, byte);
-            if next != DEAD {
-                out.push(Item {
-                    pos: item.pos,
-                    lex: next,
-                    origin: item.origin.rebased(here),
-                });
-            }
+            step_item(cfg, l, item, here, byte, out);
         }
     }
 
