@@ -371,17 +371,18 @@ def test_batch_fill_equals_single_fills(llama3):
         assert not big[len(matchers):].any()
 
 
-def fill_threads() -> list:
-    """Names of this process's batch-fill helper threads (Linux)."""
+def fill_threads() -> set:
+    """Thread ids of this process's batch-fill helper threads (Linux)."""
     import glob
 
-    names = []
+    ids = set()
     for comm in glob.glob("/proc/self/task/*/comm"):
         try:
-            names.append(open(comm).read().strip())
+            if open(comm).read().strip().startswith("tokensieve-fill"):
+                ids.add(comm.split("/")[-2])
         except OSError:  # the thread ended while listed
             pass
-    return [n for n in names if n.startswith("tokensieve-fill")]
+    return ids
 
 
 @pytest.mark.parametrize(
@@ -437,24 +438,27 @@ def test_a_compilers_own_pool_ends_its_threads_with_it(llama3):
     import gc
     import time
 
-    def settle(want: int) -> int:
+    def settle(done) -> bool:
         # A helper names itself once it runs, and ends after its pool is
         # dropped: on a busy machine either may take a moment.
         deadline = time.monotonic() + 10
-        while len(fill_threads()) != want and time.monotonic() < deadline:
+        while not done() and time.monotonic() < deadline:
             time.sleep(0.01)
-        return len(fill_threads())
+        return done()
 
-    before = len(fill_threads())
     for spin in (0, 50_000):
+        # By thread id: helpers of pools dropped by earlier tests may still
+        # be ending meanwhile.
+        before = fill_threads()
         c = ts.Compiler(llama3, threads=3, spin_us=spin)
         g = c.compile_json_schema(PERSON)
         ms = [g.matcher() for _ in range(8)]
         ts.fill_next_token_bitmask_batch(ms, ts.allocate_token_bitmask(8, llama3.vocab_size, kind="numpy"))
-        assert settle(before + 2) == before + 2, f"spin_us={spin}: two helper threads"
+        assert settle(lambda: len(fill_threads() - before) == 2), f"spin_us={spin}: two helper threads"
+        own = fill_threads() - before
         del c, g, ms
         gc.collect()
-        assert settle(before) == before, f"spin_us={spin}: helper threads outlived their compiler"
+        assert settle(lambda: not fill_threads() & own), f"spin_us={spin}: helper threads outlived their compiler"
 
 
 def test_draft_bitmasks_equal_the_accept_fill_rollback_loop(llama3):
