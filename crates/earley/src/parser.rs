@@ -1666,7 +1666,8 @@ pub(crate) struct Walker {
     loop_memo: FxHashMap<Box<[u64]>, LoopBytes>,
     /// The tokens a summary being made need not find (empty, or the rows
     /// of the summaries it is a child of, which are always written with
-    /// it): a subtree of those alone is not walked ([`Walker::covered`]).
+    /// it): a subtree of those alone is not walked
+    /// ([`Walker::covered_in_order`]).
     covered: Vec<u32>,
     /// A summary's row of tokens, all zeros between summaries (or empty):
     /// a fresh one was a 16 KB zeroed allocation per summary (Llama 3),
@@ -2380,22 +2381,24 @@ impl Walker {
     }
 
     /// Drops the completions into older sets noted at nodes whose subtree
-    /// `row` holds whole ([`Walker::covered`]): the walks after them
-    /// could only find its tokens again.
+    /// `row` holds whole: the walks after them could only find its tokens
+    /// again.
     ///
     /// Each node is asked once, in trie order ([`Walker::covered_in_order`]),
-    /// and only where its subtree holds at most [`COVERED_TOKENS`] tokens:
+    /// and only where its subtree holds at most [`COVERED_TOKENS`] tokens
+    /// (a lone pending completion too, so a summary's reads are bounded):
     /// below a run of names the completions are pending at every node of
     /// the letters, and reading the thousands of tokens below a first
     /// letter at every summary (12% of the GBNF grammar's mask
     /// instructions) cost more than the walks it saved.
     fn drop_covered(&self, trie: &TokenTrie, pending: &mut Vec<PendingAt>, row: &[u32]) {
-        if pending.len() <= 1 {
-            pending.retain(|&(_, _, node, _)| !self.covered(trie, node as usize, row));
+        if pending.is_empty() {
             return;
         }
         let mut nodes: Vec<u32> = pending.iter().map(|&(_, _, node, _)| node).collect();
-        nodes.sort_unstable();
+        // In runs of trie order, one per walk that noted them: a merge of
+        // runs, where a quicksort read 100 instructions a node.
+        nodes.sort();
         nodes.dedup();
         let mut held = Held::default();
         nodes.retain(|&node| {
@@ -3432,21 +3435,12 @@ impl Walker {
     /// those tokens again, and completions into older sets at its nodes
     /// that lead only below them: it is passed over, with what was noted
     /// in it. Most nodes fail at their first token, not yet found.
-    #[inline]
-    fn covered(&self, trie: &TokenTrie, j: usize, row: &[u32]) -> bool {
-        let base = &self.covered;
-        trie.subtree_tokens(j).iter().all(|&t| {
-            let w = t as usize / 32;
-            let word = row[w] | base.get(w).copied().unwrap_or(0);
-            word >> (t % 32) & 1 == 1
-        })
-    }
-
-    /// [`Walker::covered`] for nodes asked about in trie order while
-    /// `row` only grows: what was found held is not read again. A run of
-    /// exits at nearly every node of a region of names asked each node's
-    /// subtree afresh, most of it found already (on the grammar of GBNF,
-    /// 12 million calls, a quarter of its masks' instructions).
+    ///
+    /// Nodes are asked about in trie order while `row` only grows: what
+    /// was found held is not read again. A run of exits at nearly every
+    /// node of a region of names asked each node's subtree afresh, most
+    /// of it found already (on the grammar of GBNF, 12 million calls, a
+    /// quarter of its masks' instructions).
     #[inline(always)]
     fn covered_in_order(&self, trie: &TokenTrie, j: usize, row: &[u32], held: &mut Held) -> bool {
         let (from, to) = (
