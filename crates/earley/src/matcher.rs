@@ -361,6 +361,7 @@ impl GrammarObject for EarleyMatcher {
             self.cur = set;
             self.terminated = terminated;
             self.stats.rollbacks += k as u64;
+            self.walker.forget_dropped();
         }
         Ok(())
     }
@@ -408,6 +409,7 @@ impl GrammarObject for EarleyMatcher {
         self.terminated = false;
         self.poisoned = None;
         self.history.clear();
+        self.walker.forget_dropped();
         self.stats = GrammarStats {
             compile_time: self.grammar.compile_time,
             ..Default::default()

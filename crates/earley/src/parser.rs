@@ -2727,6 +2727,16 @@ impl Walker {
         Ok(items)
     }
 
+    /// Forgets what the walker keeps of chart sets no longer held
+    /// elsewhere (the matcher rolled back or reset past them): the closed
+    /// completions into them ([`Walker::completions`]) would keep them
+    /// alive, up to [`COMPLETIONS`] sets of a chart that is gone, until the
+    /// next clearing. The others stay: the chart still reaches them.
+    pub(crate) fn forget_dropped(&mut self) {
+        self.completions
+            .retain(|_, (set, _)| Arc::strong_count(set) > 1);
+    }
+
     /// The mask of a set from its shape's summary: the allowed tokens, then
     /// the pending subtrees through the summary of the sets the pending
     /// completions give (computed once per shape of those, then kept), level
@@ -3874,6 +3884,37 @@ mod tests {
             .map(Item::key)
             .filter(|&k| met.insert(k))
             .collect()
+    }
+
+    #[test]
+    fn a_walker_forgets_the_completions_into_sets_only_it_holds() {
+        let config = crate::EarleyConfig::default();
+        let mut walker = Walker::new(&config);
+        let (kept, dropped) = (
+            Arc::new(ESet::new(vec![item(1, 0, u32::MAX)])),
+            Arc::new(ESet::new(vec![item(2, 0, u32::MAX)])),
+        );
+        for (set, rule) in [(&kept, 0), (&kept, 1), (&dropped, 0)] {
+            let key = (Arc::as_ptr(set) as usize, rule);
+            walker
+                .completions
+                .insert(key, (set.clone(), vec![item(3, 0, 0)]));
+        }
+        let gone = Arc::downgrade(&dropped);
+        drop(dropped);
+        assert!(gone.upgrade().is_some(), "the walker holds the set");
+        walker.forget_dropped();
+        assert!(
+            gone.upgrade().is_none(),
+            "a set only the walker held is freed"
+        );
+        assert_eq!(walker.completions.len(), 2);
+        assert!(
+            walker
+                .completions
+                .values()
+                .all(|(s, _)| Arc::ptr_eq(s, &kept))
+        );
     }
 
     #[test]
