@@ -104,11 +104,20 @@ impl Walk {
     /// The index of the tokens and exits found (exits in trie order).
     pub(super) fn into_index(mut self, trie: &TokenTrie) -> StateIndex {
         let mut exits = std::mem::take(&mut self.exits);
-        sort_exits(&mut exits);
-        let exit_span = exits
-            .iter()
-            .map(|&(n, _)| (trie.nodes[n as usize].next - n) as usize)
-            .sum();
+        // One pass for the span and whether the exits are in trie order
+        // already (the walks by pass and by child list find them so): by
+        // node alone, each node being an exit once. A tuple comparison
+        // of a name's 113,000 exits was 1.3% of the C grammar's mask
+        // instructions.
+        let (mut exit_span, mut last, mut ordered) = (0, None, true);
+        for &(n, _) in &exits {
+            exit_span += (trie.nodes[n as usize].next - n) as usize;
+            ordered &= last < Some(n);
+            last = Some(n);
+        }
+        if !ordered {
+            sort_exits(&mut exits);
+        }
         StateIndex {
             inside: self.into_set(),
             exits,
