@@ -95,6 +95,16 @@ impl EarleyMatcher {
         }
     }
 
+    /// Lets go of the sets past the current one after a rollback or reset:
+    /// the last mask's memo (of a set no step can reach again; its row
+    /// kept for the next) and what the walker keeps of them.
+    fn forget_dropped(&mut self) {
+        if let Some((_, Memo::Row(old))) = self.memo.take() {
+            self.spare = old;
+        }
+        self.walker.forget_dropped();
+    }
+
     /// What the memo keeps of the current set's mask, if it is of it.
     fn memo_of_cur(&self) -> Option<&Memo> {
         let (set, memo) = self.memo.as_ref()?;
@@ -361,7 +371,7 @@ impl GrammarObject for EarleyMatcher {
             self.cur = set;
             self.terminated = terminated;
             self.stats.rollbacks += k as u64;
-            self.walker.forget_dropped();
+            self.forget_dropped();
         }
         Ok(())
     }
@@ -409,7 +419,7 @@ impl GrammarObject for EarleyMatcher {
         self.terminated = false;
         self.poisoned = None;
         self.history.clear();
-        self.walker.forget_dropped();
+        self.forget_dropped();
         self.stats = GrammarStats {
             compile_time: self.grammar.compile_time,
             ..Default::default()
@@ -435,5 +445,61 @@ impl GrammarObject for EarleyMatcher {
 
     fn stats(&self) -> GrammarStats {
         self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EarleyBackend, EarleyConfig};
+    use tokensieve_core::Constraint;
+
+    /// After a rollback or a reset the walker holds no chart set that only
+    /// it still reaches: the closed completions into the sets dropped go
+    /// with them.
+    #[test]
+    fn rollback_and_reset_let_go_of_the_sets_they_drop() {
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let gbnf = r#"
+            root ::= "[" (item ("," item)*)? "]"
+            item ::= "a" | root
+        "#;
+        let g = EarleyBackend::new(vocab.clone(), EarleyConfig::default())
+            .compile_earley(&Constraint::ebnf(gbnf, "root"), &Default::default())
+            .unwrap();
+        let mut m = g.earley_matcher();
+        let mut row = vec![0u32; vocab.mask_words()];
+        // Single bytes are tokens of their own byte.
+        let mut walk = |m: &mut EarleyMatcher, text: &[u8]| {
+            for &b in text {
+                m.fill_bitmask(&mut row);
+                assert!(row[b as usize / 32] >> (b % 32) & 1 == 1, "{}", b as char);
+                m.accept_token(u32::from(b)).unwrap();
+            }
+            m.fill_bitmask(&mut row);
+        };
+        let only_held_by_the_walker = |m: &EarleyMatcher| {
+            m.walker
+                .completion_sets()
+                .filter(|s| Arc::strong_count(s) == 1)
+                .count()
+        };
+        walk(&mut m, b"[[a],[[a],a");
+        assert!(
+            m.walker.completion_sets().next().is_some(),
+            "the masks closed completions into older sets"
+        );
+        let newest = Arc::downgrade(&m.cur);
+        m.rollback(m.rollback_available()).unwrap();
+        assert!(
+            newest.upgrade().is_none(),
+            "the set rolled back from is freed"
+        );
+        assert_eq!(only_held_by_the_walker(&m), 0, "after a rollback");
+        walk(&mut m, b"[a,[[a]");
+        let newest = Arc::downgrade(&m.cur);
+        m.reset();
+        assert!(newest.upgrade().is_none(), "the set reset from is freed");
+        assert_eq!(only_held_by_the_walker(&m), 0, "after a reset");
     }
 }

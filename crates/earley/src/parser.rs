@@ -2727,14 +2727,40 @@ impl Walker {
         Ok(items)
     }
 
-    /// Forgets what the walker keeps of chart sets no longer held
-    /// elsewhere (the matcher rolled back or reset past them): the closed
-    /// completions into them ([`Walker::completions`]) would keep them
-    /// alive, up to [`COMPLETIONS`] sets of a chart that is gone, until the
-    /// next clearing. The others stay: the chart still reaches them.
+    /// Forgets what the walker keeps of chart sets the matcher dropped
+    /// (rolled back or reset past them): the rooms of the last walk, whose
+    /// items name the sets they start in, and the closed completions into
+    /// sets nothing else holds ([`Walker::completions`]), which would keep
+    /// them alive until the next clearing. A completion's items name older
+    /// sets, so entries go until none is held by the others alone. One
+    /// whose items name its own set (items that started there) can stay
+    /// until that clearing: telling it apart means reading every item.
     pub(crate) fn forget_dropped(&mut self) {
-        self.completions
-            .retain(|_, (set, _)| Arc::strong_count(set) > 1);
+        self.start();
+        let stamp = self.stamp();
+        for level in &mut self.levels {
+            if !level.own.is_empty() || !level.chunks.is_empty() || !level.memo.is_empty() {
+                level.reset(stamp);
+            }
+        }
+        self.group.clear();
+        for noted in &mut self.spare_noted {
+            noted.clear();
+        }
+        loop {
+            let before = self.completions.len();
+            self.completions
+                .retain(|_, (set, _)| Arc::strong_count(set) > 1);
+            if self.completions.len() == before {
+                break;
+            }
+        }
+    }
+
+    /// The chart sets [`Walker::completions`] keeps (for tests).
+    #[cfg(test)]
+    pub(crate) fn completion_sets(&self) -> impl Iterator<Item = &Arc<ESet>> {
+        self.completions.values().map(|(set, _)| set)
     }
 
     /// The mask of a set from its shape's summary: the allowed tokens, then
