@@ -96,11 +96,20 @@ impl EarleyMatcher {
     }
 
     /// Lets go of the sets past the current one after a rollback or reset:
-    /// the last mask's memo (of a set no step can reach again; its row
-    /// kept for the next) and what the walker keeps of them.
+    /// the last mask's memo where it is of another set than the current
+    /// one (no step can reach that set again; its row is kept for the
+    /// next), and what the walker keeps of them. A memo of the current set
+    /// (a mask, then tokens accepted unmasked, then rolled back: drafts)
+    /// stays for its next fill.
     fn forget_dropped(&mut self) {
-        if let Some((_, Memo::Row(old))) = self.memo.take() {
-            self.spare = old;
+        if self
+            .memo
+            .as_ref()
+            .is_some_and(|(set, _)| !Arc::ptr_eq(set, &self.cur))
+        {
+            if let Some((_, Memo::Row(old))) = self.memo.take() {
+                self.spare = old;
+            }
         }
         self.walker.forget_dropped();
     }
@@ -454,9 +463,9 @@ mod tests {
     use crate::{EarleyBackend, EarleyConfig};
     use tokensieve_core::Constraint;
 
-    /// After a rollback or a reset the walker holds no chart set that only
-    /// it still reaches: the closed completions into the sets dropped go
-    /// with them.
+    /// After a rollback or a reset neither the matcher's memo of its last
+    /// mask nor the walker holds the sets dropped: the set left behind is
+    /// freed, and no closed completion kept by the walker alone names one.
     #[test]
     fn rollback_and_reset_let_go_of_the_sets_they_drop() {
         let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
