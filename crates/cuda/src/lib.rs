@@ -16,14 +16,18 @@
 //!   `f32`, [`half::f16`] or [`half::bf16`] logits with a bitmask already on
 //!   the GPU, asynchronously on the device's stream;
 //!   [`CudaDevice::apply_raw`] does the same on raw device addresses (a
-//!   PyTorch tensor's `data_ptr()`, say).
+//!   PyTorch tensor's `data_ptr()`, say), and
+//!   [`CudaDevice::apply_raw_on_stream`] on a stream another library owns
+//!   (PyTorch's current stream), without waiting.
 //! - **Host buffers**: the [`MaskDevice`] impl copies logits, bitmask and
 //!   indices to the GPU, applies, copies the logits back and waits. It exists
 //!   for tests and simple callers; the copies cost far more than the masking.
 //!
-//! Every path writes only the `-inf` bit pattern, through integer stores, so
-//! results match [`tokensieve_core::CpuDevice`] bit for bit (NaN and infinite
-//! allowed logits included).
+//! Every path writes the `-inf` bit pattern through integer stores, and
+//! allowed logits it rewrites (whole 32-byte sectors, in launches of at
+//! least [`SECTOR_MIN_TILES`] tiles) with the bits it read, so results match
+//! [`tokensieve_core::CpuDevice`] bit for bit (NaN and infinite allowed
+//! logits included).
 //!
 //! ```no_run
 //! use tokensieve_cuda::CudaDevice;
@@ -59,6 +63,12 @@ pub const KERNEL_SOURCE: &str = include_str!("../../../kernels/apply_token_bitma
 /// Threads per block: 4 warps, each masking 1024-logit tiles.
 const BLOCK_THREADS: u32 = 128;
 const TILE_LOGITS: usize = 1024;
+/// Launches of at least this many 1,024-logit tiles (rows x tiles per row:
+/// 128 rows of 32,000 logits, 33 of 128,256) write whole sectors. Whole
+/// sectors read a mixed sector before writing it, so a tile waits on memory
+/// five times where logit-by-logit stores wait once; with fewer tiles than
+/// the GPU has warps to spare, that latency is not hidden.
+pub const SECTOR_MIN_TILES: usize = 4096;
 /// CUDA's limit on `gridDim.y`; larger row counts loop inside the kernel.
 const MAX_GRID_Y: usize = 65_535;
 
@@ -83,9 +93,11 @@ mod sealed {
 }
 
 /// The kernel's entry points, as named in [`KERNEL_SOURCE`].
-pub const ENTRY_POINTS: [&str; 2] = [B32, B16];
+pub const ENTRY_POINTS: [&str; 4] = [B32, B32_SECTORS, B16, B16_PAIRS];
 const B32: &str = "apply_bitmask_b32";
+const B32_SECTORS: &str = "apply_bitmask_b32_sectors";
 const B16: &str = "apply_bitmask_b16";
+const B16_PAIRS: &str = "apply_bitmask_b16_pairs";
 
 /// One apply's launch: which entry point, on which grid, with which scalar
 /// arguments. [`launch_plan`] makes it; [`CudaDevice`] launches exactly that.
@@ -105,12 +117,21 @@ pub struct LaunchPlan {
 }
 
 /// Plans masking `num_rows` rows (`shape.batch`, or the length of the index
-/// list) of `dtype` logits. `Ok(None)` when there is nothing to mask; an
-/// error when a size does not fit the kernel's 32-bit arguments.
+/// list) of `dtype` logits starting at device address `logits`. `Ok(None)`
+/// when there is nothing to mask; an error when a size does not fit the
+/// kernel's 32-bit arguments.
+///
+/// A launch of at least [`SECTOR_MIN_TILES`] tiles writes whole 32-byte
+/// sectors: f32 rows with `apply_bitmask_b32_sectors`, 16-bit rows as 4-byte
+/// pairs with `apply_bitmask_b16_pairs` where the vocabulary is even and the
+/// logits 4-byte aligned (every row then starts on a pair). Smaller launches,
+/// and 16-bit rows off a pair, store logit by logit (`apply_bitmask_b32`,
+/// `apply_bitmask_b16`).
 pub fn launch_plan(
     dtype: DType,
     shape: ApplyShape,
     num_rows: usize,
+    logits: CUdeviceptr,
 ) -> Result<Option<LaunchPlan>, DeviceError> {
     if num_rows == 0 || shape.batch == 0 {
         return Ok(None);
@@ -125,11 +146,18 @@ pub fn launch_plan(
         to_u32("vocab", shape.vocab)?,
         to_u32("bitmask row words", shape.words)?,
     );
+    let tiles = shape.vocab.div_ceil(TILE_LOGITS);
+    let sectors = num_rows.saturating_mul(tiles) >= SECTOR_MIN_TILES;
     let kernel = match dtype {
+        DType::F32 if sectors => B32_SECTORS,
         DType::F32 => B32,
+        DType::F16 | DType::Bf16
+            if sectors && shape.vocab.is_multiple_of(2) && logits.is_multiple_of(4) =>
+        {
+            B16_PAIRS
+        }
         DType::F16 | DType::Bf16 => B16,
     };
-    let tiles = shape.vocab.div_ceil(TILE_LOGITS);
     let warps = (BLOCK_THREADS / 32) as usize;
     Ok(Some(LaunchPlan {
         kernel,
@@ -336,6 +364,34 @@ impl CudaDevice {
         unsafe { self.launch(dtype, logits, shape, bitmask, indices) }
     }
 
+    /// [`Self::apply_raw`] launched on `stream`, a stream of this device's
+    /// context that another library owns (PyTorch's current stream, say; null
+    /// is the context's legacy default stream), and not waited for: the
+    /// kernel runs after the work queued on `stream` before it and before
+    /// the work queued after it, as that library's own operations do.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::apply_raw`], with "not written by other streams" meaning
+    /// streams other than `stream`; and `stream` must be a live stream of
+    /// this device's context.
+    pub unsafe fn apply_raw_on_stream(
+        &self,
+        dtype: DType,
+        logits: CUdeviceptr,
+        shape: ApplyShape,
+        bitmask: CUdeviceptr,
+        indices: Option<(CUdeviceptr, usize)>,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<(), DeviceError> {
+        let shape = validate_raw(dtype, logits, shape, bitmask, indices)?;
+        // SAFETY: the caller vouches for `stream`; the wrapper does not own
+        // it and is dropped when this call returns.
+        let stream = unsafe { self.ctx.wrap_borrowed_stream(stream) };
+        // SAFETY: forwarded to the caller.
+        unsafe { self.launch_on(&stream, dtype, logits, shape, bitmask, indices) }
+    }
+
     /// # Safety
     ///
     /// See [`Self::apply_raw`]; `shape` must describe the buffers.
@@ -347,8 +403,25 @@ impl CudaDevice {
         bitmask: CUdeviceptr,
         indices: Option<(CUdeviceptr, usize)>,
     ) -> Result<(), DeviceError> {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.launch_on(&self.stream, dtype, logits, shape, bitmask, indices) }
+    }
+
+    /// # Safety
+    ///
+    /// See [`Self::apply_raw`]; `shape` must describe the buffers, and
+    /// `stream` must be a stream of this device's context.
+    unsafe fn launch_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        dtype: DType,
+        logits: CUdeviceptr,
+        shape: ApplyShape,
+        bitmask: CUdeviceptr,
+        indices: Option<(CUdeviceptr, usize)>,
+    ) -> Result<(), DeviceError> {
         let num_rows = indices.map_or(shape.batch, |(_, n)| n);
-        let Some(plan) = launch_plan(dtype, shape, num_rows)? else {
+        let Some(plan) = launch_plan(dtype, shape, num_rows, logits)? else {
             return Ok(());
         };
         let (_, kernel) = self
@@ -362,7 +435,7 @@ impl CudaDevice {
             shared_mem_bytes: 0,
         };
         let index_ptr: CUdeviceptr = indices.map_or(0, |(p, _)| p);
-        let mut launch = self.stream.launch_builder(kernel);
+        let mut launch = stream.launch_builder(kernel);
         launch
             .arg(&logits)
             .arg(&bitmask)
@@ -641,17 +714,35 @@ mod tests {
             vocab,
             words: usize::div_ceil(vocab, 32),
         };
-        let plan = |dtype, vocab| launch_plan(dtype, shape(2, vocab), 2).unwrap().unwrap();
+        let at = |dtype, batch, vocab, addr| {
+            launch_plan(dtype, shape(batch, vocab), batch, addr)
+                .unwrap()
+                .unwrap()
+        };
+        let (aligned, off_pair) = (0x7f00_0000_0100, 0x7f00_0000_0102);
+        let plan = |dtype, vocab| at(dtype, 2, vocab, aligned);
+        // Small launches: logit by logit.
         assert_eq!(plan(DType::F32, 1000).kernel, B32);
         assert_eq!(plan(DType::F32, 1000).neg16, None);
         assert_eq!(plan(DType::Bf16, 1001).kernel, B16);
         assert_eq!(plan(DType::Bf16, 1001).neg16, Some(0xFF80));
         assert_eq!(plan(DType::F16, 1004).kernel, B16);
+        // From SECTOR_MIN_TILES tiles on, whole sectors: 128 rows of 32,000
+        // logits (32 tiles each), 33 of 128,256 (126 tiles), not 32.
+        assert_eq!(at(DType::F32, 128, 32_000, aligned).kernel, B32_SECTORS);
+        assert_eq!(at(DType::F32, 127, 32_000, aligned).kernel, B32);
+        assert_eq!(at(DType::F32, 33, 128_256, aligned + 4).kernel, B32_SECTORS);
+        assert_eq!(at(DType::F32, 32, 128_256, aligned).kernel, B32);
+        // 16-bit whole sectors as pairs only where every row starts on one.
+        assert_eq!(at(DType::Bf16, 128, 32_000, aligned).kernel, B16_PAIRS);
+        assert_eq!(at(DType::F16, 128, 32_000, aligned + 4).kernel, B16_PAIRS);
+        assert_eq!(at(DType::Bf16, 128, 32_000, off_pair).kernel, B16);
+        assert_eq!(at(DType::Bf16, 128, 32_001, aligned).kernel, B16);
         // 4 warps of 1,024 logits per block: 128,256 logits take 32 blocks.
         assert_eq!(plan(DType::F32, 128_256).grid, (32, 2, 1));
-        assert_eq!(launch_plan(DType::F32, shape(2, 32), 0), Ok(None));
-        assert_eq!(launch_plan(DType::F32, shape(0, 32), 3), Ok(None));
-        let many = launch_plan(DType::F16, shape(4, 5000), 70_000).unwrap();
+        assert_eq!(launch_plan(DType::F32, shape(2, 32), 0, 0), Ok(None));
+        assert_eq!(launch_plan(DType::F32, shape(0, 32), 3, 0), Ok(None));
+        let many = launch_plan(DType::F16, shape(4, 5000), 70_000, 0).unwrap();
         let many = many.unwrap();
         assert_eq!((many.grid, many.block), ((2, 65_535, 1), (128, 1, 1)));
         assert_eq!(many.neg16, Some(0xFC00));

@@ -250,6 +250,9 @@ enum Mask {
     Full,
     /// One allowed token per row.
     Single,
+    /// Each token allowed with probability 1/8: tiles written in whole
+    /// sectors, most sectors holding an allowed token among forbidden ones.
+    Sparse,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -381,6 +384,9 @@ fn build(case: &Case) -> Inputs {
                 _ => tile.iter_mut().for_each(|w| *w = rng.next_u32()),
             }),
             Mask::MixedVectors => used.iter_mut().for_each(|w| *w = mixed_word(&mut rng)),
+            Mask::Sparse => used
+                .iter_mut()
+                .for_each(|w| *w = rng.next_u32() & rng.next_u32() & rng.next_u32()),
             Mask::Empty => used.fill(0),
             Mask::Full => used.fill(u32::MAX),
             Mask::Single => {
@@ -390,7 +396,8 @@ fn build(case: &Case) -> Inputs {
             }
         }
         // Bits past the vocab and words past `needed` must be ignored.
-        if !case.vocab.is_multiple_of(32) && matches!(case.mask, Mask::Random | Mask::MixedVectors)
+        if !case.vocab.is_multiple_of(32)
+            && matches!(case.mask, Mask::Random | Mask::MixedVectors | Mask::Sparse)
         {
             used[needed - 1] ^= rng.next_u32() & (u32::MAX << (case.vocab % 32));
         }
@@ -500,20 +507,22 @@ fn plan(case: &Case, inputs: &Inputs) -> Option<LaunchPlan> {
     let shape = ApplyShape::validate(inputs.logits.len(), case.vocab, inputs.bitmask.len(), None)
         .unwrap_or_else(|e| panic!("bad shape in {case:?}: {e}"));
     let num_rows = inputs.indices.as_ref().map_or(case.batch, Vec::len);
-    launch_plan(case.dtype, shape, num_rows)
+    // The emulator places the logits `offset` bytes past a 16-byte boundary.
+    launch_plan(case.dtype, shape, num_rows, case.offset as u64)
         .unwrap_or_else(|e| panic!("launch_plan failed on {case:?}: {e}"))
 }
 
 const VOCABS: [usize; 12] = [
     1, 31, 32, 33, 1000, 1023, 1024, 1025, 4104, 32000, 128256, 151936,
 ];
-const MASKS: [Mask; 6] = [
+const MASKS: [Mask; 7] = [
     Mask::Random,
     Mask::Tiles,
     Mask::MixedVectors,
     Mask::Empty,
     Mask::Full,
     Mask::Single,
+    Mask::Sparse,
 ];
 const ROWS: [Rows; 6] = [
     Rows::All,
@@ -542,7 +551,12 @@ fn cases() -> Vec<Case> {
             let offsets = [0, 16 * (1 + n % 3), misaligned(n), misaligned(n + 1)];
             for (a, offset) in offsets.into_iter().enumerate() {
                 let masks = if large {
-                    vec![MASKS[a % 2], Mask::MixedVectors, MASKS[3 + a % 3]]
+                    vec![
+                        MASKS[a % 2],
+                        Mask::MixedVectors,
+                        MASKS[3 + a % 3],
+                        Mask::Sparse,
+                    ]
                 } else {
                     MASKS.to_vec()
                 };
@@ -610,7 +624,7 @@ struct Summary {
 fn run_suite(
     emulator: &Emulator,
     cases: &[Case],
-    tweak: impl Fn(&mut LaunchPlan),
+    mut tweak: impl FnMut(&Case, &mut LaunchPlan),
 ) -> Result<Summary, Failure> {
     let mut summary = Summary {
         cases: cases.len(),
@@ -628,7 +642,7 @@ fn run_suite(
         let Some(mut plan) = plan(case, input) else {
             continue;
         };
-        tweak(&mut plan);
+        tweak(case, &mut plan);
         *summary.kernels.entry(plan.kernel).or_default() += 1;
         launched_case.push(k);
         launches.push(Launch {
@@ -717,7 +731,7 @@ fn kernel_matches_cpu_reference_under_emulation() {
         return;
     };
     let started = std::time::Instant::now();
-    let summary = run_suite(emulator, &cases(), |_| {}).unwrap_or_else(|f| panic!("{f:?}"));
+    let summary = run_suite(emulator, &cases(), |_, _| {}).unwrap_or_else(|f| panic!("{f:?}"));
     for entry in ENTRY_POINTS {
         assert!(
             summary.kernels.contains_key(entry),
@@ -743,15 +757,72 @@ fn kernel_matches_cpu_reference_under_emulation() {
     );
 }
 
-/// A copy of the kernel source with each `(from, to)` replaced; each `from`
-/// must occur exactly once, so a changed kernel fails here, loudly.
-fn mutant(name: &str, edits: &[(&str, &str)]) -> PathBuf {
+/// The kernel a case runs on when its launch is forced to whole sectors
+/// (`sectors`) or to logit-by-logit stores, whatever its size: 16-bit rows
+/// off a 4-byte pair always take `apply_bitmask_b16`.
+fn forced(case: &Case, plan: &mut LaunchPlan, sectors: bool) {
+    let pairs_fit = case.vocab.is_multiple_of(2) && case.offset.is_multiple_of(4);
+    plan.kernel = match (case.dtype, sectors) {
+        (DType::F32, true) => "apply_bitmask_b32_sectors",
+        (DType::F32, false) => "apply_bitmask_b32",
+        (_, true) if pairs_fit => "apply_bitmask_b16_pairs",
+        _ => "apply_bitmask_b16",
+    };
+}
+
+/// `launch_plan` writes whole sectors only in launches of many tiles, so
+/// the suite above runs most cases logit by logit. Here every case runs on
+/// the whole-sector kernels, then on the logit-by-logit ones.
+#[test]
+fn every_case_matches_on_both_kinds_of_kernel() {
+    let Some(emulator) = real_kernel() else {
+        return;
+    };
+    for sectors in [true, false] {
+        let summary = run_suite(emulator, &cases(), |case, plan| forced(case, plan, sectors))
+            .unwrap_or_else(|f| panic!("sectors {sectors}: {f:?}"));
+        let kernels: Vec<String> = summary
+            .kernels
+            .iter()
+            .map(|(k, n)| format!("{k} x{n}"))
+            .collect();
+        let want: &[&str] = if sectors {
+            &[
+                "apply_bitmask_b16",
+                "apply_bitmask_b16_pairs",
+                "apply_bitmask_b32_sectors",
+            ]
+        } else {
+            &["apply_bitmask_b16", "apply_bitmask_b32"]
+        };
+        assert!(
+            summary.kernels.keys().copied().eq(want.iter().copied()),
+            "{kernels:?}"
+        );
+        report!(
+            "kernel emulation, {}: {} cases, {} logits bit-identical to cpu; kernels: {}",
+            if sectors {
+                "whole sectors"
+            } else {
+                "logit by logit"
+            },
+            summary.cases,
+            summary.logits,
+            kernels.join(", ")
+        );
+    }
+}
+
+/// A copy of the kernel source with each `(from, to, n)` replaced; each
+/// `from` must occur exactly `n` times, so a changed kernel fails here,
+/// loudly.
+fn mutant(name: &str, edits: &[(&str, &str, usize)]) -> PathBuf {
     let mut source = KERNEL_SOURCE.to_string();
-    for (from, to) in edits {
+    for (from, to, n) in edits {
         assert_eq!(
             source.matches(from).count(),
-            1,
-            "`{from}` is not in the kernel exactly once: update this mutation"
+            *n,
+            "`{from}` is not in the kernel {n} times: update this mutation"
         );
         source = source.replace(from, to);
     }
@@ -760,9 +831,21 @@ fn mutant(name: &str, edits: &[(&str, &str)]) -> PathBuf {
     path
 }
 
+/// How the planted-bug runs change the launch plans.
+#[derive(Clone, Copy)]
+enum Tweak {
+    None,
+    /// Every case on the whole-sector kernels.
+    Sectors,
+    /// The f16 `-inf` pattern passed for bf16 too.
+    F16Pattern,
+}
+
 /// The suite must fail for planted bugs: a row's last logit is never
 /// masked; tiles whose words have only their low bytes set are skipped as if
-/// all allowed; and a launch plan passes the f16 `-inf` pattern for bf16 too.
+/// all allowed; a whole-sector write loses the allowed half of a 16-bit pair,
+/// or the allowed f32 logits of a mixed sector;
+/// and a launch plan passes the f16 `-inf` pattern for bf16 too.
 /// (A plan with too few blocks is no bug: the kernel's grid-stride loops
 /// cover any grid.)
 #[test]
@@ -774,7 +857,7 @@ fn planted_bugs_are_caught() {
         cxx,
         &mutant(
             "planted-bound",
-            &[("if (col < vocab && ", "if (col + 1u < vocab && ")],
+            &[("if (col < vocab && ", "if (col + 1u < vocab && ", 1)],
         ),
         "planted-bound",
     );
@@ -782,23 +865,55 @@ fn planted_bugs_are_caught() {
         cxx,
         &mutant(
             "planted-skip",
+            // In all three row loops.
             &[(
-                "__all_sync(FULL_WARP, word == 0xffffffffu)",
+                "__all_sync(FULL_WARP, word == FULL_WARP)",
                 "__all_sync(FULL_WARP, (word & 0xffu) == 0xffu)",
+                3,
             )],
         ),
         "planted-skip",
     );
+    // Whole sectors: a pair with one allowed half is not read, so that half
+    // is written back as zero.
+    let merge = compile(
+        cxx,
+        &mutant(
+            "planted-merge",
+            &[(
+                "touch[k] && halves[k] != 0u;",
+                "touch[k] && halves[k] == 3u;",
+                1,
+            )],
+        ),
+        "planted-merge",
+    );
+    // Whole f32 sectors: a mixed sector's allowed logits are not read, so
+    // they are written back as zero.
+    let merge_f32 = compile(
+        cxx,
+        &mutant(
+            "planted-merge-f32",
+            &[(
+                "(in && allowed && mixed) ? row_ptr[col] : 0xFF800000u",
+                "(in && allowed && mixed) ? 0u : 0xFF800000u",
+                1,
+            )],
+        ),
+        "planted-merge-f32",
+    );
     let small: Vec<Case> = cases().into_iter().filter(|c| c.vocab <= 4104).collect();
     for (what, emulator, tweak) in [
-        ("row bound", &bound, None),
-        ("tile skip", &skip, None),
-        ("bf16 masked with the f16 pattern", real, Some(())),
+        ("row bound", &bound, Tweak::None),
+        ("tile skip", &skip, Tweak::None),
+        ("whole-sector merge of pairs", &merge, Tweak::Sectors),
+        ("whole-sector merge of f32", &merge_f32, Tweak::Sectors),
+        ("bf16 masked with the f16 pattern", real, Tweak::F16Pattern),
     ] {
-        let outcome = run_suite(emulator, &small, |plan| {
-            if tweak.is_some() {
-                plan.neg16 = plan.neg16.map(|_| 0xFC00);
-            }
+        let outcome = run_suite(emulator, &small, |case, plan| match tweak {
+            Tweak::None => {}
+            Tweak::Sectors => forced(case, plan, true),
+            Tweak::F16Pattern => plan.neg16 = plan.neg16.map(|_| 0xFC00),
         });
         match outcome {
             Err(Failure::Mismatch(why)) => {
@@ -896,7 +1011,7 @@ fn undefined_behaviour_is_reported() {
             vocab,
             words: usize::div_ceil(vocab, 32),
         };
-        launch_plan(dtype, shape, num_rows).unwrap().unwrap()
+        launch_plan(dtype, shape, num_rows, 0).unwrap().unwrap()
     };
     let f32_plan = real_plan(DType::F32, 1024, 2, 2);
     assert_eq!(f32_plan.kernel, "apply_bitmask_b32");

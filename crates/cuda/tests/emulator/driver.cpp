@@ -87,10 +87,20 @@ void launch(const char* name, dim3 grid, dim3 block, uint64_t schedule, unsigned
             apply_bitmask_b32(reinterpret_cast<uint32_t*>(logits), bitmask, indices, num_rows, batch,
                               vocab, words);
         });
+    else if (!strcmp(name, "apply_bitmask_b32_sectors"))
+        run([&] {
+            apply_bitmask_b32_sectors(reinterpret_cast<uint32_t*>(logits), bitmask, indices, num_rows,
+                                      batch, vocab, words);
+        });
     else if (!strcmp(name, "apply_bitmask_b16"))
         run([&] {
             apply_bitmask_b16(reinterpret_cast<uint16_t*>(logits), bitmask, indices, num_rows, batch,
                               vocab, words, neg16);
+        });
+    else if (!strcmp(name, "apply_bitmask_b16_pairs"))
+        run([&] {
+            apply_bitmask_b16_pairs(reinterpret_cast<uint16_t*>(logits), bitmask, indices, num_rows,
+                                    batch, vocab, words, neg16);
         });
     else
         simt::fail("no entry point named \"%s\"", name);

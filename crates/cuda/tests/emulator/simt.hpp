@@ -2,7 +2,7 @@
 // 32 lanes of a warp in lockstep at every warp collective. Included (with
 // `-include`) before an unmodified .cu file, it supplies what that file takes
 // from CUDA: `__global__`/`__device__`/`__forceinline__`, `uint4`,
-// `make_uint4`, `__ldg`, `__stcs`, `threadIdx`/`blockIdx`/`blockDim`/`gridDim`,
+// `make_uint4`, `__ldg`, `__stcs`, `__popc`, `threadIdx`/`blockIdx`/`blockDim`/`gridDim`,
 // `__shfl_sync` and `__all_sync`. Anything else (shared memory,
 // `__syncthreads`, other intrinsics) fails to compile, on purpose: blocks and
 // warps run one after another, so only warp-level cooperation is emulated.
@@ -74,6 +74,8 @@ template <typename T>
 inline T __ldg(const T* p) {
     return *p;
 }
+
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 
 // A streaming store (evict first): a plain store here.
 template <typename T>
