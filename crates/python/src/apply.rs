@@ -144,20 +144,23 @@ pub fn apply_token_bitmask_inplace_cpu(
 }
 
 /// CUDA logits and bitmask (torch tensors on one GPU); `indices`, when
-/// given, an int32 CUDA tensor of row numbers. The caller (the Python
-/// wrapper) has synchronised torch's current stream; this call waits for
-/// the mask to be written.
+/// given, an int32 CUDA tensor of row numbers. With `stream` (a CUstream
+/// handle of the logits' device, as torch's `Stream.cuda_stream` gives it)
+/// the kernel is queued there and not waited for, as torch's own operations
+/// are; without it, the caller has synchronised torch's current stream and
+/// this call waits for the mask to be written.
 #[pyfunction]
-#[pyo3(signature = (logits, bitmask, indices=None))]
+#[pyo3(signature = (logits, bitmask, indices=None, stream=None))]
 pub fn apply_token_bitmask_inplace_cuda(
     py: Python<'_>,
     logits: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
     indices: Option<&Bound<'_, PyAny>>,
+    stream: Option<usize>,
 ) -> PyResult<()> {
     #[cfg(not(feature = "cuda"))]
     {
-        let _ = (py, logits, bitmask, indices);
+        let _ = (py, logits, bitmask, indices, stream);
         Err(PyRuntimeError::new_err(
             "logits on a CUDA device: this tokensieve wheel was built without the `cuda` \
              feature (build it with `maturin build --features cuda`), or move the logits to \
@@ -166,7 +169,7 @@ pub fn apply_token_bitmask_inplace_cuda(
     }
     #[cfg(feature = "cuda")]
     {
-        cuda::apply(py, logits, bitmask, indices)
+        cuda::apply(py, logits, bitmask, indices, stream)
     }
 }
 
@@ -199,6 +202,7 @@ mod cuda {
         logits: &Bound<'_, PyAny>,
         bitmask: &Bound<'_, PyAny>,
         indices: Option<&Bound<'_, PyAny>>,
+        stream: Option<usize>,
     ) -> PyResult<()> {
         let lv = view(logits, "logits")?;
         let elem = logits_elem(&lv)?;
@@ -244,12 +248,23 @@ mod cuda {
         let (l, m) = (lv.device_addr(), mv.device_addr());
         py.detach(|| {
             let dev = device(ordinal)?;
-            // SAFETY: the tensors (kept alive by the views until after this
-            // closure) are contiguous device buffers of these shapes on this
-            // GPU; torch's stream was synchronised by the caller, and the
-            // launch is waited for before returning.
-            unsafe { dev.apply_raw(dtype, l, shape, m, index)? };
-            dev.synchronize()
+            match stream {
+                // SAFETY: the tensors are contiguous device buffers of these
+                // shapes on this GPU, written only through `stream` (the
+                // caller's current torch stream, in this device's primary
+                // context), so the kernel runs after the work torch queued
+                // before it. Torch's caching allocator hands the memory of a
+                // tensor freed after this call only to work queued on that
+                // stream after the kernel.
+                Some(s) => unsafe { dev.apply_raw_on_stream(dtype, l, shape, m, index, s as _) },
+                None => {
+                    // SAFETY: as above; torch's stream was synchronised by
+                    // the caller, and the launch is waited for before
+                    // returning, while the views keep the tensors alive.
+                    unsafe { dev.apply_raw(dtype, l, shape, m, index)? };
+                    dev.synchronize()
+                }
+            }
         })
         .map_err(device_error)
     }

@@ -87,7 +87,6 @@ def apply_token_bitmask_inplace(
     ix = None
     if indices is not None:
         ix = torch.as_tensor(list(indices), dtype=torch.int32, device=device)
-    # The kernel runs on tokensieve's own stream: wait for the work torch
-    # queued on its current stream (the logits, the copies above) first.
-    torch.cuda.current_stream(device).synchronize()
-    _apply_cuda(logits, bitmask, ix)
+    # Queued on torch's current stream, after the work that writes the
+    # logits and the copies above, and not waited for: like torch's own ops.
+    _apply_cuda(logits, bitmask, ix, torch.cuda.current_stream(device).cuda_stream)

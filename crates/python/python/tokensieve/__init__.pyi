@@ -424,9 +424,10 @@ def apply_token_bitmask_inplace(
     ``[words]``), ``words >= ceil(vocab / 32)``; row ``r`` of the logits is
     masked by row ``r`` of the bitmask. ``indices``: only these rows. CUDA
     tensors (logits and bitmask on the same GPU) need a wheel built with
-    the ``cuda`` feature (else ``RuntimeError``); the call waits for the
-    current torch stream, masks, and waits for the mask. Allowed logits are
-    never touched."""
+    the ``cuda`` feature (else ``RuntimeError``); a CPU bitmask is copied
+    to the logits' GPU, and the kernel is queued on torch's current stream
+    and not waited for, as torch's own operations are. Allowed logits keep
+    their exact bits."""
 
 def available_backends() -> list[str]:
     """Names of every registered backend."""
