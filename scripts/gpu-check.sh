@@ -10,7 +10,9 @@
 # `run` does, each step under its own time limit:
 #   1. tests/device_conformance.rs on CUDA and on the GPU's Vulkan adapter
 #      (wgpu): every case bit-identical to CpuDevice;
-#   2. `cargo bench --bench apply` (the prebuilt bench binary) on CUDA and wgpu;
+#   2. `cargo bench --bench apply` (the prebuilt bench binary) on CUDA and wgpu,
+#      on the masks GPU_CHECK_MASKS names (APPLY_MASKS; default
+#      structured,iid0.05,real: the apply bench's, scattered, recorded);
 #   3. benches/torch_masked_fill.py: the device-to-device copy ceiling, PyTorch's
 #      masked_fill_ and, if a wheel is in .whl/, XGrammar's apply kernel;
 #   4. examples/cuda_step.rs: fill on the CPU, apply on the GPU, one step timed;
@@ -21,8 +23,13 @@
 #      device call carries: send it in parts over two calls to one warm
 #      machine and join them there);
 #   7. benches/cuda_kernel_variants.py (CuPy): the committed kernel's own rate
-#      at batch >= 128 in CUDA graphs, without the host's launch cost
-#      (GPU_CHECK_VARIANTS=all times every variant tried, ~1 minute).
+#      at batch >= 128 in CUDA graphs, without the host's launch cost, on
+#      every kind of mask beside PyTorch's masked fill and (with the wheel in
+#      .whl/) XGrammar's kernel (GPU_CHECK_VARIANTS=all times every variant
+#      tried, ~2 minutes);
+#   8. with a `cuda` wheel in DIR (maturin build --features cuda, copied
+#      there by hand): crates/python/tests/test_cuda.py and
+#      benches/python_cuda_apply.py.
 # The Vulkan loader travels as .deb files in .gl/ (libvulkan1 and libglvnd's
 # libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2: NVIDIA's ICD needs
 # libGLdispatch), XGrammar's wheel (optional) in .whl/; the driver's Vulkan
@@ -84,7 +91,7 @@ run() {
         nvcc --version 2>/dev/null | tail -2
     } 2>&1 | tee "$out/gpu.txt"
 
-    want() { [[ " ${GPU_CHECK_STEPS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
+    want() { [[ " ${GPU_CHECK_STEPS:-1 2 3 4 5 6 7 8} " == *" $1 "* ]]; }
     if want 1; then
         echo "== 1. device conformance"
         VK_LOADER_DEBUG=error timeout 180 "$dir/device_conformance" --test-threads=1 --nocapture 2>&1 |
@@ -92,7 +99,8 @@ run() {
     fi
     if want 2; then
         echo "== 2. cargo bench --bench apply (cuda, wgpu)"
-        timeout 300 "$dir/apply" --bench "${GPU_CHECK_BENCH:-apply/(cuda|wgpu)/}" >"$out/bench.log" 2>&1
+        APPLY_MASKS=${GPU_CHECK_MASKS:-structured,iid0.05,real} APPLY_REAL_MASKS=benches/fixtures/masks \
+            timeout 300 "$dir/apply" --bench "${GPU_CHECK_BENCH:-apply/(cuda|wgpu)/.*b(1|128|4096)_}" >"$out/bench.log" 2>&1
         echo "bench rc $?"
         awk '/^apply\// {name = $1} /thrpt:/ {print name, $0}' "$out/bench.log"
         grep -E "skipped|bench on" "$out/bench.log"
@@ -147,8 +155,25 @@ run() {
         if [ "${GPU_CHECK_VARIANTS:-}" = all ]; then
             PYTHONUNBUFFERED=1 OUT=$out timeout 240 python3 benches/cuda_kernel_variants.py 2>&1 | tee "$out/variants.log"
         else
-            PYTHONUNBUFFERED=1 OUT=$out VAR_ONLY=committed VAR_BATCHES=128,512,4096 timeout 120 \
-                python3 benches/cuda_kernel_variants.py 2>&1 | tee "$out/variants.log"
+            local xw
+            xw=$(ls .whl/xgrammar-*.whl 2>/dev/null | head -1)
+            PYTHONUNBUFFERED=1 OUT=$out VAR_ONLY=committed,t1cs VAR_BATCHES=128,4096 VAR_PEERS=1 \
+                VAR_XGRAMMAR_WHEEL=$xw VAR_MASKS=structured,iid0.001,iid0.05,iid0.1,iid0.25,iid0.5,iid0.95,real \
+                timeout 240 python3 benches/cuda_kernel_variants.py 2>&1 | tee "$out/variants.log"
+        fi
+    fi
+    if want 8; then
+        echo "== 8. the Python wheel's CUDA apply"
+        local wheel
+        wheel=$(ls "$dir"/tokensieve-*.whl 2>/dev/null | head -1)
+        if [ -n "$wheel" ]; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/ts-site "$wheel"
+            (cd crates/python && PYTHONPATH=/tmp/ts-site timeout 120 python3 -m pytest tests/test_cuda.py -q -rs \
+                -p no:cacheprovider 2>&1 | tail -5) | tee "$out/pytest-cuda.log"
+            PYTHONPATH=/tmp/ts-site PYTHONUNBUFFERED=1 timeout 90 python3 benches/python_cuda_apply.py \
+                --real benches/fixtures/masks/masks-llama3.bin.xz 2>&1 | tee "$out/python-apply.log"
+        else
+            echo "skipped: no tokensieve-*.whl in $dir"
         fi
     fi
 }
