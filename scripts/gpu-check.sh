@@ -27,9 +27,8 @@
 #      every kind of mask beside PyTorch's masked fill and (with the wheel in
 #      .whl/) XGrammar's kernel (GPU_CHECK_VARIANTS=all times every variant
 #      tried, ~2 minutes);
-#   8. with a `cuda` wheel in DIR (maturin build --features cuda, copied
-#      there by hand): crates/python/tests/test_cuda.py and
-#      benches/python_cuda_apply.py.
+#   8. with a `cuda` wheel in DIR (`stage` builds one where maturin is at
+#      hand): crates/python/tests/test_cuda.py and benches/python_cuda_apply.py.
 # The Vulkan loader travels as .deb files in .gl/ (libvulkan1 and libglvnd's
 # libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2: NVIDIA's ICD needs
 # libGLdispatch), XGrammar's wheel (optional) in .whl/; the driver's Vulkan
@@ -62,6 +61,18 @@ stage() {
     cp target/release/tokensieve "$dir/tokensieve"
     strip "$dir"/device_conformance "$dir"/apply "$dir"/cuda_step "$dir"/tokensieve
     cp ../shared/data/tokenizers/llama3/tokenizer.json "$dir/llama3.json"
+    # Step 8's wheel, where maturin is at hand (scripts/python-test.sh puts
+    # one in target/py-venv).
+    local maturin
+    maturin=$(command -v maturin || ls target/py-venv/bin/maturin 2>/dev/null || true)
+    if [ -n "$maturin" ]; then
+        local py="$(dirname "$maturin")/python3"
+        [ -x "$py" ] || py=python3
+        "$maturin" build --release --features cuda --manifest-path crates/python/Cargo.toml \
+            --interpreter "$py" --out "$dir"
+    else
+        echo "no maturin: step 8's wheel not built (run scripts/python-test.sh once first)"
+    fi
     ls -la "$dir"
 }
 
