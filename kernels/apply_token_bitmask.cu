@@ -40,8 +40,8 @@
 // sectors are mixed and the rest untouched (half the words all allowed, half
 // random), logit by logit was faster (2.02x against 1.53x): the whole-sector
 // kernel waits on its loads. And at a few rows, a whole-sector tile waits on
-// memory five times against once, which the GPU cannot hide: smaller launches
-// stay logit by logit. Streaming stores helped logit by logit (1-6% for bf16)
+// memory up to five times against once, which the GPU cannot hide: smaller
+// launches stay logit by logit. Streaming stores helped logit by logit (1-6% for bf16)
 // and hurt whole sectors (2-9%); benches/cuda_kernel_variants.py has every
 // layout tried.
 

@@ -66,7 +66,8 @@ const TILE_LOGITS: usize = 1024;
 /// Launches of at least this many 1,024-logit tiles (rows x tiles per row:
 /// 128 rows of 32,000 logits, 33 of 128,256) write whole sectors. Whole
 /// sectors read a mixed sector before writing it, so a tile waits on memory
-/// five times where logit-by-logit stores wait once; with fewer tiles than
+/// up to five times (f32: its bitmask word, then four batches of loads; 16-bit
+/// pairs: twice) where logit-by-logit stores wait once; with fewer tiles than
 /// the GPU has warps to spare, that latency is not hidden.
 pub const SECTOR_MIN_TILES: usize = 4096;
 /// CUDA's limit on `gridDim.y`; larger row counts loop inside the kernel.
