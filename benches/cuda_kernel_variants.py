@@ -513,14 +513,8 @@ def torch_peers(dt, logits, masks, v):
     if XGR_WHEEL:
         global _xgr
         if "_xgr" not in globals():
-            import importlib.util, tempfile, zipfile
-            name = "xgrammar/kernels/apply_token_bitmask_inplace_triton.py"
-            with zipfile.ZipFile(XGR_WHEEL) as z:
-                path = z.extract(name, tempfile.mkdtemp())
-            spec = importlib.util.spec_from_file_location("xgrammar_apply_triton", path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            _xgr = mod.apply_token_bitmask_inplace_triton
+            from torch_masked_fill import load_xgrammar_apply  # benches/, beside this script
+            _xgr, _ = load_xgrammar_apply(XGR_WHEEL)
         peers.append(("xgrammar", lambda k: _xgr(tl[k], tm[k])))
     return peers
 

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 import tokensieve as ts
+from torch_masked_fill import load_xgrammar_apply  # benches/, beside this script
 
 
 def structured(rows, vocab, gen):
@@ -55,20 +56,6 @@ def forbidden_of(bitmask, vocab):
     shifts = torch.arange(32, device=bitmask.device, dtype=torch.int32)
     bits = (bitmask.unsqueeze(-1) >> shifts) & 1
     return (bits.reshape(bitmask.shape[0], -1)[:, :vocab] == 0).contiguous()
-
-
-def load_xgrammar(wheel):
-    import importlib.util
-    import tempfile
-    import zipfile
-
-    name = "xgrammar/kernels/apply_token_bitmask_inplace_triton.py"
-    with zipfile.ZipFile(wheel) as z:
-        path = z.extract(name, tempfile.mkdtemp())
-    spec = importlib.util.spec_from_file_location("xgrammar_apply_triton", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.apply_token_bitmask_inplace_triton
 
 
 def per_call(fn, reps=7, calls=200):
@@ -98,7 +85,7 @@ def main():
     args = ap.parse_args()
     if not ts._CUDA_FEATURE:
         raise SystemExit("this tokensieve wheel was built without --features cuda")
-    xgr = load_xgrammar(args.xgrammar_wheel) if args.xgrammar_wheel else None
+    xgr = load_xgrammar_apply(args.xgrammar_wheel)[0] if args.xgrammar_wheel else None
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}")
     gen = torch.Generator().manual_seed(7)
     masks = [("structured", 128_256, None)] + [(p.rsplit("/", 1)[-1], None, p) for p in args.real]
