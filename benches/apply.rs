@@ -5,7 +5,8 @@
 //!
 //! Devices: `cpu` ([`tokensieve::CpuDevice`], one thread) always; `cuda` with
 //! `--features cuda`; `wgpu` with `--features wgpu`, each when a device
-//! exists. dtypes: f32 everywhere, bf16 on the GPUs too.
+//! exists. dtypes: f32 everywhere, bf16 on the GPUs too and on the CPU at
+//! batch 128.
 //!
 //! Masks (`APPLY_MASKS`, comma-separated; default `structured`):
 //! - `structured`: in every row, each 32-bit word is all ones with
@@ -274,6 +275,35 @@ fn bench_cpu(c: &mut Criterion) {
                         CpuDevice
                             .apply_token_bitmask_inplace(
                                 LogitsMut::F32(std::hint::black_box(&mut logits)),
+                                vocab,
+                                &mask,
+                                None,
+                            )
+                            .unwrap()
+                    })
+                });
+                group.finish();
+                // bf16 (what torch CPU tensors through the Python wheel
+                // often hold) at the batch a serving step masks.
+                if batch != 128 {
+                    continue;
+                }
+                let mut group = configure(
+                    c,
+                    MaskKind::group(&name, "cpu", DType::Bf16),
+                    DType::Bf16,
+                    batch,
+                    vocab,
+                );
+                let mut logits: Vec<half::bf16> = random_logits(batch * vocab, 11)
+                    .into_iter()
+                    .map(half::bf16::from_f32)
+                    .collect();
+                group.bench_function(format!("b{batch}_v{vocab}"), |b| {
+                    b.iter(|| {
+                        CpuDevice
+                            .apply_token_bitmask_inplace(
+                                LogitsMut::Bf16(std::hint::black_box(&mut logits)),
                                 vocab,
                                 &mask,
                                 None,
