@@ -262,59 +262,46 @@ fn bench_cpu(c: &mut Criterion) {
                 let Some(mask) = kind.rows(batch, vocab, 7) else {
                     continue;
                 };
-                let mut group = configure(
-                    c,
-                    MaskKind::group(&name, "cpu", DType::F32),
-                    DType::F32,
-                    batch,
-                    vocab,
-                );
-                let mut logits = random_logits(batch * vocab, 11);
-                group.bench_function(format!("b{batch}_v{vocab}"), |b| {
-                    b.iter(|| {
-                        CpuDevice
-                            .apply_token_bitmask_inplace(
-                                LogitsMut::F32(std::hint::black_box(&mut logits)),
-                                vocab,
-                                &mask,
-                                None,
-                            )
-                            .unwrap()
-                    })
+                let group = |dtype| MaskKind::group(&name, "cpu", dtype);
+                let logits = random_logits(batch * vocab, 11);
+                let shape = (batch, vocab, mask.as_slice());
+                bench_cpu_rows(c, group(DType::F32), shape, logits.clone(), |x| {
+                    LogitsMut::F32(x)
                 });
-                group.finish();
                 // bf16 (what torch CPU tensors through the Python wheel
                 // often hold) at the batch a serving step masks.
-                if batch != 128 {
-                    continue;
+                if batch == 128 {
+                    let bf16s = logits.into_iter().map(half::bf16::from_f32).collect();
+                    bench_cpu_rows(c, group(DType::Bf16), shape, bf16s, |x| LogitsMut::Bf16(x));
                 }
-                let mut group = configure(
-                    c,
-                    MaskKind::group(&name, "cpu", DType::Bf16),
-                    DType::Bf16,
-                    batch,
-                    vocab,
-                );
-                let mut logits: Vec<half::bf16> = random_logits(batch * vocab, 11)
-                    .into_iter()
-                    .map(half::bf16::from_f32)
-                    .collect();
-                group.bench_function(format!("b{batch}_v{vocab}"), |b| {
-                    b.iter(|| {
-                        CpuDevice
-                            .apply_token_bitmask_inplace(
-                                LogitsMut::Bf16(std::hint::black_box(&mut logits)),
-                                vocab,
-                                &mask,
-                                None,
-                            )
-                            .unwrap()
-                    })
-                });
-                group.finish();
             }
         }
     }
+}
+
+/// One CPU bench: `batch` rows of `vocab` logits masked by `mask`.
+fn bench_cpu_rows<T>(
+    c: &mut Criterion,
+    group_name: String,
+    (batch, vocab, mask): (usize, usize, &[u32]),
+    mut logits: Vec<T>,
+    wrap: fn(&mut [T]) -> LogitsMut<'_>,
+) {
+    let dtype = wrap(&mut logits).dtype();
+    let mut group = configure(c, group_name, dtype, batch, vocab);
+    group.bench_function(format!("b{batch}_v{vocab}"), |b| {
+        b.iter(|| {
+            CpuDevice
+                .apply_token_bitmask_inplace(
+                    wrap(std::hint::black_box(&mut logits)),
+                    vocab,
+                    mask,
+                    None,
+                )
+                .unwrap()
+        })
+    });
+    group.finish();
 }
 
 #[cfg(feature = "cuda")]
