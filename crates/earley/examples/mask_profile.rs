@@ -14,7 +14,8 @@
 //! token is its mask and its step (`accept_token`), as `tokensieve bench`
 //! times it; the step's own median is printed too. `TOP=K` prints the K
 //! slowest tokens (default 40). `HASHES=FILE` writes a hash of every
-//! mask of the first walk to `FILE`, one per line: two builds compared
+//! mask of the first compile's walks to `FILE`, one per line (the later
+//! walks find their summaries made): two builds compared
 //! mask for mask (`cmp`) on real schemas and texts; with `IDS=1`, each
 //! hash is followed by a line of the mask's token ids (to see what two
 //! builds disagree on).
@@ -96,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let t = Instant::now();
                 m.fill_bitmask(&mut row);
                 let mask = t.elapsed();
-                if let Some(out) = hashes.as_mut().filter(|_| rep == 0) {
+                if let Some(out) = hashes.as_mut().filter(|_| rep < walks) {
                     use std::hash::{Hash, Hasher};
                     let mut h = std::collections::hash_map::DefaultHasher::new();
                     row.hash(&mut h);

@@ -662,7 +662,23 @@ pub(crate) fn close(
     budget: &mut Budget,
     frontier: Option<&mut Frontier>,
 ) -> Result<(), StepError> {
-    close_reading(cfg, items, locals, budget, frontier, None)
+    close_reading(cfg, items, locals, budget, frontier, None, true)
+}
+
+/// [`close`] without the predictions: of chart items (no `Here` origin)
+/// it gives the items of their closure that are not predictions, in the
+/// order [`close`] gives them. A prediction's origin is the set itself,
+/// so nothing derived from one is anything else (a completion reads only
+/// older sets; a nullable rule or lexeme skipped keeps the origin), and
+/// the other items come from one another alone, each found by the same
+/// item in the same order as in the whole closure. That is the set's
+/// [`shape`], at a quarter of the items on a C grammar.
+fn close_unpredicted(
+    cfg: &Cfg,
+    items: &mut Vec<Item>,
+    budget: &mut Budget,
+) -> Result<(), StepError> {
+    close_reading(cfg, items, &[], budget, None, None, false)
 }
 
 /// [`close`], noting in `read` (when given) the levels of `locals` that
@@ -674,6 +690,7 @@ fn close_reading(
     budget: &mut Budget,
     mut frontier: Option<&mut Frontier>,
     mut read: Option<&mut Vec<u32>>,
+    predict: bool,
 ) -> Result<(), StepError> {
     // Seeds may repeat (two lexeme states stepping to the same one): the
     // first of each is kept, in place (moving them to a fresh vector was
@@ -716,7 +733,7 @@ fn close_reading(
             }
             Sym::Rule(r) => {
                 // A rule predicted once has its alternatives in the set.
-                if rules.insert(r) {
+                if predict && rules.insert(r) {
                     for &alt in &cfg.alts[r as usize] {
                         set.push_prediction(cfg, alt, budget)?;
                     }
@@ -1001,7 +1018,18 @@ const FEW_KIDS: usize = 8;
 /// 522 M; at 16: 1,209, 597, 526 M; none asked: 1,276, 614, 556 M.
 const COVERED_TOKENS: usize = 64;
 
-/// Most closed completions a walker keeps ([`Walker::completed_closed`]).
+/// The set after completing a rule into a chart set `set`, kept by a
+/// walker ([`Walker::completions`]).
+struct Completed {
+    /// Kept so that its address is not reused while the entry lives.
+    set: Arc<ESet>,
+    /// The items but the predictions: the set's shape.
+    unpredicted: Arc<[Item]>,
+    /// All the items, once a summary had to be made for them.
+    closed: Option<Vec<Item>>,
+}
+
+/// Most closed completions a walker keeps ([`Walker::completed_unpredicted`]).
 const COMPLETIONS: usize = 256;
 
 /// Most child summaries one summary keeps (then they are recomputed).
@@ -1021,6 +1049,21 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
+    /// Whether any summary is kept below this one.
+    fn has_children(&self) -> bool {
+        !self
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// The summary kept below this one for the sets of `key`.
+    fn child(&self, key: &[(u32, u32, u32)]) -> Option<Arc<Summary>> {
+        let children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        children.get(key).cloned()
+    }
+
     /// Whether a set of this shape has no pending subtree: its mask is
     /// [`Summary::write_into`].
     pub(crate) fn is_whole(&self) -> bool {
@@ -1632,10 +1675,11 @@ pub(crate) struct Walker {
     read: Vec<u32>,
     /// Room for the closure of a chunk ([`Walker::chunk`]).
     closing: Vec<Item>,
-    /// The sets after completing a rule into a chart set, by the set's
-    /// address and the rule ([`Walker::completed_closed`]), each with the
-    /// set; at most [`COMPLETIONS`], then cleared.
-    completions: FxHashMap<(usize, u32), (Arc<ESet>, Vec<Item>)>,
+    /// The sets after completing a rule into a chart set, their
+    /// predictions left out, by the set's address and the rule
+    /// ([`Walker::completed_unpredicted`]), each with the set; at most
+    /// [`COMPLETIONS`], then cleared.
+    completions: FxHashMap<(usize, u32), Completed>,
     /// The chunks of one walk by [`Chunk::live`]: a chunk that goes on as
     /// one made before ([`Chunk::same_future`]) is that one, so that the
     /// levels and exits holding it compare pointers.
@@ -2698,12 +2742,46 @@ impl Walker {
         }
     }
 
-    /// The items of `set` waiting for `rule`, moved past it and closed:
-    /// the set after completing `rule` into `set`. Kept by set and rule
-    /// ([`Walker::completions`]): every statement of a C block completes
-    /// into the block's set, mask after mask, where that closure (a
-    /// statement's start, every keyword and expression predicted) was
-    /// 6% of the grammar's mask instructions.
+    /// The items of `set` waiting for `rule`, moved past it and closed
+    /// but for their predictions ([`close_unpredicted`]): the shape of the
+    /// set after completing `rule` into `set`, which finds its summary.
+    /// Kept by set and rule ([`Walker::completions`]): every statement of
+    /// a C block completes into the block's set, mask after mask. The
+    /// whole closure (a statement's start, every keyword and expression
+    /// predicted: four times the items) is made only where the summary is
+    /// not known ([`Walker::completed_closed`]); made at every mask, it was half
+    /// the instructions of a C text's masks once their summaries were
+    /// known.
+    fn completed_unpredicted(
+        &mut self,
+        cfg: &Cfg,
+        set: &Arc<ESet>,
+        rule: u32,
+        budget: &mut Budget,
+    ) -> Result<Arc<[Item]>, StepError> {
+        let key = (Arc::as_ptr(set) as usize, rule);
+        if let Some(known) = self.completions.get(&key) {
+            return Ok(known.unpredicted.clone());
+        }
+        let mut items = completed_in(cfg, set, rule, budget)?;
+        if !items.is_empty() {
+            close_unpredicted(cfg, &mut items, budget)?;
+        }
+        let unpredicted: Arc<[Item]> = items.into();
+        if self.completions.len() >= COMPLETIONS {
+            self.completions.clear();
+        }
+        let completed = Completed {
+            set: set.clone(),
+            unpredicted: unpredicted.clone(),
+            closed: None,
+        };
+        self.completions.insert(key, completed);
+        Ok(unpredicted)
+    }
+
+    /// The whole set after completing `rule` into `set` (see
+    /// [`Walker::completed_unpredicted`]), kept with its shape.
     fn completed_closed(
         &mut self,
         cfg: &Cfg,
@@ -2712,18 +2790,34 @@ impl Walker {
         budget: &mut Budget,
     ) -> Result<Vec<Item>, StepError> {
         let key = (Arc::as_ptr(set) as usize, rule);
-        if let Some((_, items)) = self.completions.get(&key) {
-            return Ok(items.clone());
+        if let Some(closed) = self.completions.get(&key).and_then(|c| c.closed.as_ref()) {
+            return Ok(closed.clone());
         }
         let mut items = completed_in(cfg, set, rule, budget)?;
         if !items.is_empty() {
             close(cfg, &mut items, &[], budget, None)?;
         }
-        if self.completions.len() >= COMPLETIONS {
-            self.completions.clear();
+        match self.completions.get_mut(&key) {
+            Some(known) => known.closed = Some(items.clone()),
+            None => {
+                // The shape is the closure's items but its predictions, in
+                // their order ([`close_unpredicted`]).
+                let unpredicted = items
+                    .iter()
+                    .filter(|&i| !SetBuilder::is_predicted(cfg, i))
+                    .cloned()
+                    .collect();
+                if self.completions.len() >= COMPLETIONS {
+                    self.completions.clear();
+                }
+                let completed = Completed {
+                    set: set.clone(),
+                    unpredicted,
+                    closed: Some(items.clone()),
+                };
+                self.completions.insert(key, completed);
+            }
         }
-        // The set is kept with them: its address is not reused meanwhile.
-        self.completions.insert(key, (set.clone(), items.clone()));
         Ok(items)
     }
 
@@ -2750,7 +2844,7 @@ impl Walker {
         loop {
             let before = self.completions.len();
             self.completions
-                .retain(|_, (set, _)| Arc::strong_count(set) > 1);
+                .retain(|_, c| Arc::strong_count(&c.set) > 1);
             if self.completions.len() == before {
                 break;
             }
@@ -2760,7 +2854,7 @@ impl Walker {
     /// The chart sets [`Walker::completions`] keeps (for tests).
     #[cfg(test)]
     pub(crate) fn completion_sets(&self) -> impl Iterator<Item = &Arc<ESet>> {
-        self.completions.values().map(|(set, _)| set)
+        self.completions.values().map(|c| &c.set)
     }
 
     /// The mask of a set from its shape's summary: the allowed tokens, then
@@ -2792,14 +2886,23 @@ impl Walker {
             if summary.groups.is_empty() {
                 return Ok(());
             }
-            let mut after = Vec::with_capacity(summary.groups.len());
+            // A summary with no child yet (made in this mask, mostly) has
+            // none for these sets either: they are closed whole at once.
+            // Otherwise their shapes alone find the child, if it is kept.
+            let whole = !summary.has_children();
+            let (mut shapes, mut after) = (Vec::new(), Vec::new());
             for group in &summary.groups {
-                let origin_set = &markers[group.marker as usize];
-                after.push(self.completed_closed(cfg, origin_set, group.rule, budget)?);
+                let (set, rule) = (&markers[group.marker as usize], group.rule);
+                if whole {
+                    after.push(self.completed_closed(cfg, set, rule, budget)?);
+                } else {
+                    shapes.push(self.completed_unpredicted(cfg, set, rule, budget)?);
+                }
             }
             key.clear();
             next_markers.clear();
-            for (g, set) in after.iter().enumerate() {
+            for g in 0..summary.groups.len() {
+                let set = if whole { &after[g][..] } else { &shapes[g][..] };
                 shape_append(cfg, set, &mut key, &mut next_markers);
                 key.push((u32::MAX, u32::MAX, g as u32));
             }
@@ -2812,17 +2915,38 @@ impl Walker {
                 key.push((u32::MAX - 1, again.map_or(u32::MAX, |m| m as u32), g as u32));
                 origins.push(origin);
             }
-            let child = self.child(
-                cfg,
-                trie,
-                Some(cache),
-                (&summary, row),
-                &key,
-                (&summary.groups, &origins),
-                (&after, &[]),
-                &next_markers,
-                budget,
-            )?;
+            let known = if whole { None } else { summary.child(&key) };
+            let child = match known {
+                Some(child) => child,
+                None => {
+                    if !whole {
+                        for group in &summary.groups {
+                            let (set, rule) = (&markers[group.marker as usize], group.rule);
+                            after.push(self.completed_closed(cfg, set, rule, budget)?);
+                        }
+                        debug_assert!(
+                            (0..after.len()).all(|g| {
+                                let (mut all, mut unpredicted) = (Vec::new(), Vec::new());
+                                shape_append(cfg, &after[g], &mut all, &mut Vec::new());
+                                shape_append(cfg, &shapes[g], &mut unpredicted, &mut Vec::new());
+                                all == unpredicted
+                            }),
+                            "a closure without its predictions has the whole closure's shape"
+                        );
+                    }
+                    self.child(
+                        cfg,
+                        trie,
+                        Some(cache),
+                        (&summary, row),
+                        &key,
+                        (&summary.groups, &origins),
+                        (&after, &[]),
+                        &next_markers,
+                        budget,
+                    )?
+                }
+            };
             summary = child;
             std::mem::swap(&mut markers, &mut next_markers);
         }
@@ -2943,11 +3067,7 @@ impl Walker {
         markers: &[Arc<ESet>],
         budget: &mut Budget,
     ) -> Result<Arc<Summary>, StepError> {
-        let known = {
-            let children = parent.children.lock().unwrap_or_else(|e| e.into_inner());
-            children.get(key).cloned()
-        };
-        if let Some(child) = known {
+        if let Some(child) = parent.child(key) {
             return Ok(child);
         }
         self.covered.clear();
@@ -3069,6 +3189,7 @@ impl Walker {
             budget,
             frontier.as_deref_mut(),
             alike_key.is_some().then_some(&mut read),
+            true,
         )?;
         let mut items = Vec::with_capacity(closing.len());
         items.append(&mut closing);
@@ -3922,9 +4043,12 @@ mod tests {
         );
         for (set, rule) in [(&kept, 0), (&kept, 1), (&dropped, 0)] {
             let key = (Arc::as_ptr(set) as usize, rule);
-            walker
-                .completions
-                .insert(key, (set.clone(), vec![item(3, 0, 0)]));
+            let completed = Completed {
+                set: set.clone(),
+                unpredicted: vec![item(3, 0, 0)].into(),
+                closed: Some(vec![item(3, 0, 0)]),
+            };
+            walker.completions.insert(key, completed);
         }
         let gone = Arc::downgrade(&dropped);
         drop(dropped);
@@ -3939,7 +4063,7 @@ mod tests {
             walker
                 .completions
                 .values()
-                .all(|(s, _)| Arc::ptr_eq(s, &kept))
+                .all(|c| Arc::ptr_eq(&c.set, &kept))
         );
     }
 
