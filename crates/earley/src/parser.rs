@@ -597,8 +597,13 @@ impl SetBuilder<'_> {
         match seen {
             Some(seen) => seen.insert(key),
             None => {
-                // A prediction's key is no other item's.
-                if kept.iter().any(|x| x.key() == key) {
+                // A prediction's key is no other item's. Most items differ
+                // in position: compared first, before the origin's key.
+                let (pos, lex, origin) = key;
+                if kept
+                    .iter()
+                    .any(|x| x.pos == pos && x.lex == lex && x.origin.key() == origin)
+                {
                     return false;
                 }
                 if kept.len() >= Self::LINEAR {
