@@ -607,11 +607,16 @@ impl SetBuilder<'_> {
                     return false;
                 }
                 if kept.len() >= Self::LINEAR {
-                    let mut keys: FxHashSet<_> = kept
-                        .iter()
-                        .filter(|x| !Self::is_predicted(cfg, x))
-                        .map(Item::key)
-                        .collect();
+                    // Room for a set four times as big: grown from the
+                    // kept items, the table was rehashed two or three
+                    // times on a C statement's closure.
+                    let mut keys =
+                        FxHashSet::with_capacity_and_hasher(4 * kept.len(), Default::default());
+                    keys.extend(
+                        kept.iter()
+                            .filter(|x| !Self::is_predicted(cfg, x))
+                            .map(Item::key),
+                    );
                     keys.insert(key);
                     *seen = Some(keys);
                 }
