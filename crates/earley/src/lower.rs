@@ -843,6 +843,7 @@ impl<'a> Lowering<'a> {
         self.syms.push(Sym::End(start));
         self.alts.push(vec![start_pos]);
         self.nullable.push(root_nullable);
+        let rules = self.alts.len();
         Cfg {
             syms: self.syms,
             alts: self.alts,
@@ -851,6 +852,7 @@ impl<'a> Lowering<'a> {
             start_pos,
             accept_pos,
             follow: Default::default(),
+            predictions: (0..rules).map(|_| std::sync::OnceLock::new()).collect(),
         }
     }
 }

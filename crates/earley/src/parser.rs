@@ -108,6 +108,20 @@ pub(crate) struct Cfg {
     /// The bytes that may follow each lexeme position, made when a walk
     /// first asks ([`Cfg::follow`]).
     pub follow: FollowMemo,
+    /// Per rule, what predicting it adds to a set, made when a closure
+    /// first predicts it ([`Cfg::predictions`]).
+    pub predictions: Box<[OnceLock<Predictions>]>,
+}
+
+/// What predicting a rule adds to a set: the positions of the predictions
+/// it leads to (its alternatives' starts, those of the rules they predict,
+/// and the positions past empty rules and lexemes), in the order a closure
+/// finds them, and the rules predicted on the way. All start in the set
+/// itself, so they depend on the rule alone.
+#[derive(Debug)]
+pub(crate) struct Predictions {
+    positions: Box<[u32]>,
+    rules: Box<[u32]>,
 }
 
 /// What [`Cfg::follow`] has worked out: per rule the positions that refer
@@ -161,6 +175,48 @@ pub(crate) struct LeadingExits {
 }
 
 impl Cfg {
+    /// What predicting rule `r` adds to a set ([`Predictions`]).
+    fn predictions(&self, r: u32) -> &Predictions {
+        self.predictions[r as usize].get_or_init(|| {
+            let mut rules = Positions::new(self.alts.len());
+            let mut seen = Positions::new(self.syms.len());
+            rules.insert(r);
+            let (mut positions, mut predicted) = (Vec::new(), vec![r]);
+            for &alt in &self.alts[r as usize] {
+                if seen.insert(alt) {
+                    positions.push(alt);
+                }
+            }
+            let mut k = 0;
+            while k < positions.len() {
+                let pos = positions[k];
+                k += 1;
+                let past = match self.syms[pos as usize] {
+                    Sym::Lex(l) => self.lexemes[l as usize].accepts(self.initial(pos)),
+                    Sym::Rule(r) => {
+                        if rules.insert(r) {
+                            predicted.push(r);
+                            for &alt in &self.alts[r as usize] {
+                                if seen.insert(alt) {
+                                    positions.push(alt);
+                                }
+                            }
+                        }
+                        self.nullable[r as usize]
+                    }
+                    Sym::End(_) => false,
+                };
+                if past && seen.insert(pos + 1) {
+                    positions.push(pos + 1);
+                }
+            }
+            Predictions {
+                positions: positions.into(),
+                rules: predicted.into(),
+            }
+        })
+    }
+
     /// The lexeme state an item at `pos` starts with.
     #[inline]
     fn initial(&self, pos: u32) -> u32 {
@@ -625,23 +681,6 @@ impl SetBuilder<'_> {
         }
     }
 
-    /// Adds the prediction of the alternative at `pos`.
-    #[inline]
-    fn push_prediction(&mut self, cfg: &Cfg, pos: u32, budget: &Budget) -> Result<(), StepError> {
-        if !self.predicted.insert(pos) {
-            return Ok(());
-        }
-        if self.items.len() >= budget.max_items {
-            return Err(too_many_items(budget));
-        }
-        self.items.push(Item {
-            pos,
-            lex: cfg.initial(pos),
-            origin: Origin::Here,
-        });
-        Ok(())
-    }
-
     fn push(&mut self, cfg: &Cfg, item: Item, budget: &Budget) -> Result<(), StepError> {
         if !Self::first_time(cfg, &mut self.seen, &mut self.predicted, self.items, &item) {
             return Ok(());
@@ -727,6 +766,7 @@ fn close_reading(
     };
     let mut rules = Positions::new(cfg.alts.len());
     let mut advanced = Vec::new();
+    let mut later = Vec::new();
     let mut k = 0;
     while k < set.items.len() {
         budget.spend(1)?;
@@ -742,10 +782,18 @@ fn close_reading(
                 }
             }
             Sym::Rule(r) => {
-                // A rule predicted once has its alternatives in the set.
+                // A rule predicted once has what it leads to in the set:
+                // added after the other items, with nothing left to read
+                // in them.
                 if predict && rules.insert(r) {
-                    for &alt in &cfg.alts[r as usize] {
-                        set.push_prediction(cfg, alt, budget)?;
+                    let made = cfg.predictions(r);
+                    for &r in &made.rules {
+                        rules.insert(r);
+                    }
+                    for &pos in &made.positions {
+                        if set.predicted.insert(pos) {
+                            later.push(pos);
+                        }
                     }
                 }
                 if cfg.nullable[r as usize] {
@@ -801,6 +849,14 @@ fn close_reading(
             }
         }
     }
+    if set.items.len() + later.len() > budget.max_items {
+        return Err(too_many_items(budget));
+    }
+    set.items.extend(later.into_iter().map(|pos| Item {
+        pos,
+        lex: cfg.initial(pos),
+        origin: Origin::Here,
+    }));
     Ok(())
 }
 
