@@ -47,6 +47,13 @@ pub struct TokenTrie {
     /// words): a walk that keeps most of the vocabulary starts from it and
     /// clears what dies, instead of setting each token it keeps.
     pub all: Vec<u32>,
+    /// Per node `i` (and one past the last): how many nodes before `i` in
+    /// preorder have nodes below them, and the sizes of their subtrees
+    /// summed. Differences give both for every node of a subtree at once
+    /// (a walk's exits where each inner node of a subtree is one: a
+    /// name's letters).
+    pub inner_before: Vec<u32>,
+    pub inner_span_before: Vec<u64>,
     fingerprint: u64,
 }
 
@@ -133,6 +140,13 @@ impl TokenTrie {
             kid_nodes[*at as usize] = i as u32;
             *at += 1;
         }
+        let mut inner_before = vec![0u32; nodes.len() + 1];
+        let mut inner_span_before = vec![0u64; nodes.len() + 1];
+        for (i, node) in nodes.iter().enumerate() {
+            let span = (node.next as usize - i - 1).min(1) * (node.next as usize - i);
+            inner_before[i + 1] = inner_before[i] + span.min(1) as u32;
+            inner_span_before[i + 1] = inner_span_before[i] + span as u64;
+        }
         let mut all = vec![0u32; vocab.mask_words()];
         for &t in &tokens {
             all[t as usize / 32] |= 1 << (t % 32);
@@ -147,6 +161,8 @@ impl TokenTrie {
             kid_start,
             kid_bytes,
             kid_nodes,
+            inner_before,
+            inner_span_before,
             fingerprint,
         }
     }
@@ -225,6 +241,7 @@ impl TokenTrie {
             + self.kid_bytes.len() * 5
             + self.tokens.len() * 4
             + self.all.len() * 4
+            + self.inner_before.len() * 12
     }
 }
 
@@ -355,6 +372,27 @@ mod tests {
         assert_eq!(t.kids(0), (&b"ab"[..], &[1, 4][..]));
         assert_eq!(t.kids(1), (&b"b"[..], &[2][..]));
         assert_eq!(t.kids(3), (&b""[..], &[][..]));
+    }
+
+    #[test]
+    fn inner_nodes_and_their_spans_counted_before_each_node() {
+        let v = Vocabulary::from_byte_tokens([&b"a"[..], b"ab", b"abc", b"abd", b"b", b"bc"]);
+        let t = TokenTrie::new(&v);
+        let n = t.nodes.len();
+        assert_eq!(t.inner_before.len(), n + 1);
+        for i in 0..=n {
+            let inner: Vec<usize> = (0..i)
+                .filter(|&k| t.nodes[k].next as usize > k + 1)
+                .collect();
+            assert_eq!(t.inner_before[i] as usize, inner.len(), "node {i}");
+            let span: u64 = inner
+                .iter()
+                .map(|&k| u64::from(t.nodes[k].next) - k as u64)
+                .sum();
+            assert_eq!(t.inner_span_before[i], span, "node {i}");
+        }
+        // The root, `a`, `ab` and `b` have nodes below them.
+        assert_eq!(t.inner_before[n], 4);
     }
 
     #[test]

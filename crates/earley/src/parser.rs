@@ -34,7 +34,9 @@ use tokensieve_automata::DEAD;
 use tokensieve_core::StepError;
 use tokensieve_core::TokenTrie;
 
-use crate::lexeme::{BelowRoom, Lexeme, Runs, StateIndex, TokenSet};
+use crate::lexeme::{
+    BelowRoom, Lexeme, Runs, StateIndex, TokenSet, WHOLE_EXIT, exit_count_and_span, exits_of,
+};
 
 /// The multiply-rotate hash of rustc (FxHash): item keys are a few
 /// integers, hashed on every step of a walk, where SipHash's resistance to
@@ -1053,6 +1055,17 @@ fn has_byte(set: &[u64; 4], b: u8) -> bool {
     set[b as usize >> 6] >> (b & 63) & 1 == 1
 }
 
+/// Whether a byte below trie node `node` may follow, in `follow` (a
+/// symbol's [`Cfg::follow`]); where none may, neither may a child's of
+/// any node of its subtree.
+#[inline]
+fn may_follow_below(trie: &TokenTrie, node: u32, follow: &[u64; 4]) -> bool {
+    let below = &trie.below[node as usize];
+    below.ascii[0] & follow[0] != 0
+        || below.ascii[1] & follow[1] != 0
+        || below.non_ascii && follow[2] | follow[3] != 0
+}
+
 /// Whether a child of trie node `node` may follow, its byte in `follow`
 /// (a symbol's [`Cfg::follow`]): where none may, a lexeme ending there
 /// leads no token further.
@@ -1722,6 +1735,9 @@ pub(crate) struct Walker {
     /// Exits of a lexeme state past which only those that lead on are
     /// walked ([`crate::EarleyConfig::follow_exits`]).
     follow_exits: usize,
+    /// Scratch for a list of exits: a summary's of a lexeme state that
+    /// has few, a lexeme walk's as it wrote them.
+    exits_room: Vec<(u32, u32)>,
     /// Nodes of a pending group from which it is walked and kept alone
     /// ([`crate::EarleyConfig::group_walks`]).
     group_walks: usize,
@@ -2023,12 +2039,39 @@ impl Walker {
             (kept, exits),
             &mut self.below,
         );
-        let work = kept.runs.len() + exits.len();
-        if exits.len() > self.follow_exits {
-            let follow = self.follow(cfg, item.pos);
-            exits.retain(|&(e, _)| leads_on(trie, e, &follow));
+        if exits.iter().all(|&(_, depth)| depth & WHOLE_EXIT == 0) {
+            let work = kept.runs.len() + exits.len();
+            if exits.len() > self.follow_exits {
+                let follow = self.follow(cfg, item.pos);
+                exits.retain(|&(e, _)| leads_on(trie, e, &follow));
+            }
+            return work;
         }
-        work
+        // The walk wrote subtrees of exits as one entry each.
+        let count: usize = exits.iter().map(|&e| exit_count_and_span(trie, e).0).sum();
+        let mut written = std::mem::take(&mut self.exits_room);
+        written.clear();
+        std::mem::swap(&mut written, exits);
+        if count > self.follow_exits {
+            let follow = self.follow(cfg, item.pos);
+            let leading = written
+                .iter()
+                .filter(|&&(node, _)| may_follow_below(trie, node, &follow))
+                .flat_map(|&e| exits_of(trie, e))
+                .filter(|&(e, _)| leads_on(trie, e, &follow));
+            exits.extend(leading);
+            debug_assert!(
+                exits.iter().copied().eq(written
+                    .iter()
+                    .flat_map(|&e| exits_of(trie, e))
+                    .filter(|&(e, _)| leads_on(trie, e, &follow))),
+                "the exits that lead on, a subtree passed over at a time"
+            );
+        } else {
+            exits.extend(written.iter().flat_map(|&e| exits_of(trie, e)));
+        }
+        self.exits_room = written;
+        kept.runs.len() + count
     }
 
     /// [`Cfg::follow`] of `pos`, kept.
@@ -2064,19 +2107,17 @@ impl Walker {
         // whose bytes may follow (an exit's other children are not
         // entered, and below a name most are letters).
         let mut span = 0;
-        let follow_non_ascii = follow[2] | follow[3] != 0;
         let exits: Vec<(u32, u32)> = state
             .exits
+            .entries()
             .iter()
-            .copied()
+            // Most exits of a name have only letters below them: no byte
+            // below the node may follow, so no child's may, nor any of a
+            // subtree listed whole.
+            .filter(|&&(node, _)| may_follow_below(trie, node, &follow))
+            .flat_map(|&entry| exits_of(trie, entry))
             .filter(|&(node, _)| {
-                // Most exits of a name have only letters below them: no
-                // byte below the node may follow, so no child's may.
-                let below = &trie.below[node as usize];
-                if below.ascii[0] & follow[0] == 0
-                    && below.ascii[1] & follow[1] == 0
-                    && !(below.non_ascii && follow_non_ascii)
-                {
+                if !may_follow_below(trie, node, &follow) {
                     return false;
                 }
                 let (bytes, kids) = trie.kids(node as usize);
@@ -2091,6 +2132,13 @@ impl Walker {
                 leads
             })
             .collect();
+        debug_assert!(
+            exits.iter().copied().eq(state
+                .exits
+                .iter(trie)
+                .filter(|&(n, _)| leads_on(trie, n, &follow))),
+            "the exits that lead on, a subtree passed over at a time"
+        );
         let leading = Arc::new(LeadingExits { exits, span });
         cfg.follow
             .exits
@@ -2353,7 +2401,7 @@ impl Walker {
             }
             let after = vec![cfg.advanced_from(item, &here)];
             let chunk = Self::base_chunk(cfg, after, budget, None)?;
-            for &(node, depth) in &state.exits {
+            for (node, depth) in state.exits.iter(trie) {
                 self.noted.push((node, depth, chunk.clone()));
             }
         }
@@ -2443,8 +2491,15 @@ impl Walker {
             };
             let state = cfg.lexemes[l as usize].state(item.lex);
             state.inside.or_into(&mut allowed);
-            let exits = leads.as_ref().map_or(&state.exits, |e| &e.exits);
+            // Up to `follow_exits` exits are read as they are.
+            let mut few = std::mem::take(&mut self.exits_room);
+            few.clear();
+            if leads.is_none() {
+                few.extend(state.exits.iter(trie));
+            }
+            let exits = leads.as_ref().map_or(&few, |e| &e.exits);
             if exits.is_empty() {
+                self.exits_room = few;
                 continue;
             }
             // The lexeme ends inside the token: the set right after it is
@@ -2464,6 +2519,7 @@ impl Walker {
                 }
                 self.noted.push((node, depth, chunk.clone()));
             }
+            self.exits_room = few;
         }
         leading.clear();
         self.leading = leading;

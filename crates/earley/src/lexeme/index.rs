@@ -2,6 +2,8 @@
 //! or a row), [`StateIndex`] (what one state does to the vocabulary), and
 //! the thresholds that decide how a state's walk is shared.
 
+use tokensieve_core::TokenTrie;
+
 /// Tokens as a set: sorted ids when few, a bitmask row when many.
 #[derive(Debug)]
 pub(crate) enum TokenSet {
@@ -107,12 +109,115 @@ impl TokenSet {
 pub(crate) struct StateIndex {
     /// Tokens that stay inside the lexeme.
     pub inside: TokenSet,
-    /// `(trie node, its depth)`: the lexeme may end after the node's bytes
-    /// and the tokens below the node go on past it.
-    pub exits: Vec<(u32, u32)>,
+    /// Where the lexeme may end after a node's bytes and the tokens below
+    /// the node go on past it.
+    pub exits: ExitList,
     /// Trie nodes below the exits, summed: what walking them all costs at
     /// most.
     pub exit_span: usize,
+}
+
+/// A bit of the depth of a walk's exit `(trie node, its depth)`: the entry
+/// stands for the node and every node below it that has nodes below it,
+/// each an exit at its own depth. A walk writes a subtree whose every byte
+/// loops on one accepting state so (a name's letters: 113,000 exits on
+/// Llama 3's vocabulary in a few hundred entries), and a reader that can
+/// tell from the node alone that none of them leads on passes over the
+/// subtree at once.
+pub(crate) const WHOLE_EXIT: u32 = 1 << 31;
+
+/// The exits one entry of a walk stands for ([`WHOLE_EXIT`]), in trie
+/// order.
+#[inline]
+pub(crate) fn exits_of(
+    trie: &TokenTrie,
+    (node, depth): (u32, u32),
+) -> impl Iterator<Item = (u32, u32)> + '_ {
+    let whole = depth & WHOLE_EXIT != 0;
+    let depth = depth & !WHOLE_EXIT;
+    let end = if whole {
+        trie.nodes[node as usize].next
+    } else {
+        node + 1
+    };
+    let base = trie.nodes[node as usize].depth;
+    (node..end).filter_map(move |k| {
+        let n = trie.nodes[k as usize];
+        (!whole || n.next > k + 1).then_some((k, depth + n.depth - base))
+    })
+}
+
+/// How many exits one entry stands for, and the trie nodes below them
+/// summed.
+#[inline]
+pub(crate) fn exit_count_and_span(trie: &TokenTrie, (node, depth): (u32, u32)) -> (usize, usize) {
+    let n = node as usize;
+    if depth & WHOLE_EXIT == 0 {
+        return (1, (trie.nodes[n].next - node) as usize);
+    }
+    let end = trie.nodes[n].next as usize;
+    (
+        (trie.inner_before[end] - trie.inner_before[n]) as usize,
+        (trie.inner_span_before[end] - trie.inner_span_before[n]) as usize,
+    )
+}
+
+/// The exits of a lexeme state, in trie order, a subtree at a time where
+/// the walk wrote one so ([`WHOLE_EXIT`]).
+#[derive(Debug, Default)]
+pub(crate) struct ExitList {
+    entries: Vec<(u32, u32)>,
+    count: usize,
+}
+
+impl ExitList {
+    /// The list of a walk's entries (in trie order), and what walking
+    /// below them all costs at most.
+    pub(crate) fn new(trie: &TokenTrie, entries: Vec<(u32, u32)>) -> (ExitList, usize) {
+        let (mut count, mut span) = (0, 0);
+        debug_assert!(
+            entries.windows(2).all(|w| {
+                let whole = w[0].1 & WHOLE_EXIT != 0;
+                let end = if whole {
+                    trie.nodes[w[0].0 as usize].next
+                } else {
+                    w[0].0 + 1
+                };
+                w[1].0 >= end
+            }),
+            "exits in trie order, none inside a subtree listed whole"
+        );
+        for &entry in &entries {
+            let (c, s) = exit_count_and_span(trie, entry);
+            count += c;
+            span += s;
+        }
+        (ExitList { entries, count }, span)
+    }
+
+    /// How many exits.
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The walk's entries, some standing for subtrees ([`WHOLE_EXIT`]).
+    pub(crate) fn entries(&self) -> &[(u32, u32)] {
+        &self.entries
+    }
+
+    /// Every exit, in trie order.
+    pub(crate) fn iter<'a>(&'a self, trie: &'a TokenTrie) -> impl Iterator<Item = (u32, u32)> + 'a {
+        self.entries.iter().flat_map(move |&e| exits_of(trie, e))
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.entries.len() * 8
+    }
 }
 
 /// A state with at least this many live bytes is walked by a forward scan

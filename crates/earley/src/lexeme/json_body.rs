@@ -144,7 +144,8 @@ impl VocabSkeleton {
                 Arc::new(Skeletons::starting_with(self, false)),
             );
             let index = Arc::new(lexeme.build_state(dfa.start()));
-            let quote = TextTrie::below(trie, &index.exits);
+            let exits: Vec<(u32, u32)> = index.exits.iter(trie).collect();
+            let quote = TextTrie::below(trie, &exits);
             Some(BodyWalk { dfa, index, quote })
         })
         .as_ref()
@@ -335,7 +336,7 @@ impl Lexeme {
         let ends_here = self.dfa().is_accepting(after);
         let mut kept = Runs::default();
         let room = &mut BelowRoom::default();
-        for &(node, depth) in &body.exits {
+        for (node, depth) in body.exits.iter(trie) {
             if ends_here {
                 walk.exits.push((node, depth));
             }

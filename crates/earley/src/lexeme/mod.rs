@@ -300,7 +300,7 @@ impl Lexeme {
                 .iter()
                 // The vocabulary's string-body walk is the vocabulary's.
                 .filter(|s| Arc::strong_count(s) == 1)
-                .map(|s| s.inside.bytes() + s.exits.len() * 8)
+                .map(|s| s.inside.bytes() + s.exits.bytes())
                 .sum::<usize>()
             + loops
     }

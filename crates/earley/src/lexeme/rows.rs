@@ -404,11 +404,10 @@ impl Lexeme {
         // The ranges are disjoint (nothing is walked inside one): each
         // exit is looked up among them, not compared with every one.
         replaced.sort_unstable();
-        walk.exits
-            .extend(index.exits.iter().copied().filter(|&(n, _)| {
-                let after = replaced.partition_point(|&(a, _)| a <= n);
-                after == 0 || replaced[after - 1].1 <= n
-            }));
+        walk.exits.extend(index.exits.iter(trie).filter(|&(n, _)| {
+            let after = replaced.partition_point(|&(a, _)| a <= n);
+            after == 0 || replaced[after - 1].1 <= n
+        }));
         Some(walk.into_index(trie))
     }
 

@@ -247,7 +247,7 @@ impl KeptWalks {
         made: StateIndex,
     ) -> Arc<StateIndex> {
         let made = Arc::new(made);
-        let bytes = made.inside.bytes() + made.exits.len() * 8 + signature.len() * 4;
+        let bytes = made.inside.bytes() + made.exits.bytes() + signature.len() * 4;
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if kept.bytes + bytes > KEPT_WALK_BYTES {
             return made;

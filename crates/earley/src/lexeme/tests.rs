@@ -135,7 +135,14 @@ fn assert_index_is_the_full_walk(l: &Lexeme, state: u32, index: &StateIndex, wha
         .filter(|&t| row[t as usize / 32] & (1 << (t % 32)) != 0)
         .collect();
     assert_eq!(got, inside, "{what}, state {state}");
-    assert_eq!(index.exits, exits, "{what}, state {state}");
+    let listed: Vec<(u32, u32)> = index.exits.iter(&l.trie).collect();
+    assert_eq!(listed, exits, "{what}, state {state}");
+    assert_eq!(index.exits.len(), exits.len(), "{what}, state {state}");
+    let span: usize = exits
+        .iter()
+        .map(|&(n, _)| (l.trie.nodes[n as usize].next - n) as usize)
+        .sum();
+    assert_eq!(index.exit_span, span, "{what}, state {state}");
 }
 
 /// A row kept from set to set: a sparse set leaves it all zeros (a
@@ -264,6 +271,37 @@ fn subtrees_taken_whole_give_the_rows_of_a_full_walk() {
 /// more states than a gathering of 128 reached (none was found, and
 /// each loop was scanned escape by escape). The loops walk through
 /// their zones, and every walk is the full walk.
+#[test]
+fn exits_listed_a_subtree_at_a_time_are_those_of_a_full_walk() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let limits = limits(true);
+    // Names: every byte below most nodes of the letters loops on one
+    // accepting state, whose exits are each subtree's inner nodes.
+    let regexes = [
+        r"[aby]+",
+        r" ?[ab][aby]*",
+        r"[aby]+(:[aby]+)*",
+        r"[^\n:]+",
+        r#"[ab]+( "[^"]*")?"#,
+    ];
+    let mut whole = 0;
+    for regex in regexes {
+        let l = eager_lexeme(regex, &vocab, &trie, &limits);
+        for state in 1..l.dfa().num_states() as u32 {
+            assert_walks_as_a_full_walk(&l, state, regex);
+            let index = l.build_state(state);
+            whole += index
+                .exits
+                .entries()
+                .iter()
+                .filter(|&&(_, depth)| depth & WHOLE_EXIT != 0)
+                .count();
+        }
+    }
+    assert!(whole > 0, "no subtree of exits listed whole");
+}
+
 #[test]
 fn a_long_search_walks_through_its_zone() {
     let vocab = vocabulary();
@@ -790,7 +828,8 @@ fn a_json_string_walks_through_the_vocabulary_skeleton() {
         x.inside.or_into(&mut rx);
         y.inside.or_into(&mut ry);
         assert_eq!(rx, ry, "state {state}");
-        assert_eq!(x.exits, y.exits, "state {state}");
+        let listed = |i: &StateIndex| i.exits.iter(&a.trie).collect::<Vec<_>>();
+        assert_eq!(listed(&x), listed(&y), "state {state}");
     }
     let own = own.own.0.lock().unwrap();
     assert_eq!(
@@ -881,7 +920,7 @@ fn skeletons_of_other_steps_are_the_vocabularys_where_lexemes_are_shared() {
                 assert_index_is_the_full_walk(&l, state, index, regex);
                 let mut row = vec![0u32; vocab.mask_words()];
                 index.inside.or_into(&mut row);
-                (row, index.exits.clone())
+                (row, index.exits.iter(&trie).collect::<Vec<_>>())
             })
             .collect::<Vec<_>>()
     };

@@ -104,20 +104,18 @@ impl Walk {
     /// The index of the tokens and exits found (exits in trie order).
     pub(super) fn into_index(mut self, trie: &TokenTrie) -> StateIndex {
         let mut exits = std::mem::take(&mut self.exits);
-        // One pass for the span and whether the exits are in trie order
-        // already (the walks by pass and by child list find them so): by
-        // node alone, each node being an exit once. A tuple comparison
-        // of a name's 113,000 exits was 1.3% of the C grammar's mask
-        // instructions.
-        let (mut exit_span, mut last, mut ordered) = (0, None, true);
+        // Whether the exits are in trie order already (the walks by pass
+        // and by child list find them so): by node alone, each node being
+        // an exit once.
+        let (mut last, mut ordered) = (None, true);
         for &(n, _) in &exits {
-            exit_span += (trie.nodes[n as usize].next - n) as usize;
             ordered &= last < Some(n);
             last = Some(n);
         }
         if !ordered {
             sort_exits(&mut exits);
         }
+        let (exits, exit_span) = ExitList::new(trie, exits);
         StateIndex {
             inside: self.into_set(),
             exits,
@@ -231,7 +229,7 @@ impl Lexeme {
         let mut about = (DEAD, 0, None);
         while let Some((node, from, depth, run)) = pending.pop() {
             if run == WHOLE {
-                push_exits_below(trie, node as usize, depth, exits);
+                push_exits_below(node as usize, depth, exits);
                 continue;
             }
             if run & EXIT != 0 {
@@ -470,7 +468,7 @@ impl Lexeme {
                     // keeps its tokens and is an exit where it has any
                     // below it, read off the trie without a step.
                     kept.push(trie.token_start[i], trie.token_start[n.next as usize]);
-                    push_exits_below(trie, i, n.depth, exits);
+                    push_exits_below(i, n.depth, exits);
                     i = n.next as usize;
                     continue;
                 }
@@ -500,15 +498,10 @@ const LOOP_SUBTREE: usize = 4;
 
 /// The exits of a subtree whose every node holds one accepting state
 /// (its bytes all loop on it): node `top`, at walk depth `depth`, and
-/// every node below it with nodes below it.
-fn push_exits_below(trie: &TokenTrie, top: usize, depth: u32, exits: &mut Vec<(u32, u32)>) {
-    let base = trie.nodes[top].depth;
-    for k in top..trie.nodes[top].next as usize {
-        let n = trie.nodes[k];
-        if n.next as usize > k + 1 {
-            exits.push((k as u32, depth + n.depth - base));
-        }
-    }
+/// every node below it with nodes below it, as one entry
+/// ([`WHOLE_EXIT`]).
+fn push_exits_below(top: usize, depth: u32, exits: &mut Vec<(u32, u32)>) {
+    exits.push((top as u32, depth | WHOLE_EXIT));
 }
 
 /// [`accepting_loop`] of the states a walk met lately, by state: a walk
