@@ -1066,6 +1066,15 @@ fn may_follow_below(trie: &TokenTrie, node: u32, follow: &[u64; 4]) -> bool {
         || below.non_ascii && follow[2] | follow[3] != 0
 }
 
+/// Whether every byte below trie node `node` may follow (all ASCII, in
+/// `follow`): then every node of its subtree with nodes below has a
+/// child that may.
+#[inline]
+fn all_follow_below(trie: &TokenTrie, node: u32, follow: &[u64; 4]) -> bool {
+    let below = &trie.below[node as usize];
+    !below.non_ascii && below.ascii[0] & !follow[0] == 0 && below.ascii[1] & !follow[1] == 0
+}
+
 /// Whether a child of trie node `node` may follow, its byte in `follow`
 /// (a symbol's [`Cfg::follow`]): where none may, a lexeme ending there
 /// leads no token further.
@@ -2054,12 +2063,19 @@ impl Walker {
         std::mem::swap(&mut written, exits);
         if count > self.follow_exits {
             let follow = self.follow(cfg, item.pos);
-            let leading = written
-                .iter()
-                .filter(|&&(node, _)| may_follow_below(trie, node, &follow))
-                .flat_map(|&e| exits_of(trie, e))
-                .filter(|&(e, _)| leads_on(trie, e, &follow));
-            exits.extend(leading);
+            for &(node, depth) in &written {
+                if !may_follow_below(trie, node, &follow) {
+                    continue;
+                }
+                let listed = exits_of(trie, (node, depth));
+                if depth & WHOLE_EXIT != 0 && all_follow_below(trie, node, &follow) {
+                    // Names after names: every node with nodes below
+                    // has a child that may follow.
+                    exits.extend(listed);
+                } else {
+                    exits.extend(listed.filter(|&(e, _)| leads_on(trie, e, &follow)));
+                }
+            }
             debug_assert!(
                 exits.iter().copied().eq(written
                     .iter()
