@@ -143,9 +143,14 @@ impl TokenTrie {
         let mut inner_before = vec![0u32; nodes.len() + 1];
         let mut inner_span_before = vec![0u64; nodes.len() + 1];
         for (i, node) in nodes.iter().enumerate() {
-            let span = (node.next as usize - i - 1).min(1) * (node.next as usize - i);
-            inner_before[i + 1] = inner_before[i] + span.min(1) as u32;
-            inner_span_before[i + 1] = inner_span_before[i] + span as u64;
+            let inner = node.next as usize > i + 1;
+            let span = if inner {
+                u64::from(node.next) - i as u64
+            } else {
+                0
+            };
+            inner_before[i + 1] = inner_before[i] + u32::from(inner);
+            inner_span_before[i + 1] = inner_span_before[i] + span;
         }
         let mut all = vec![0u32; vocab.mask_words()];
         for &t in &tokens {

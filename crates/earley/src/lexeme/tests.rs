@@ -265,12 +265,9 @@ fn subtrees_taken_whole_give_the_rows_of_a_full_walk() {
     assert!(zones >= 4, "searches walked through their zones: {zones}");
 }
 
-/// A search in a JSON string for a long alternation (an unanchored
-/// `pattern` from a MaskBench schema), in a DFA that is not minimized,
-/// as a lazy one is not: its loops' zones hold every partial match,
-/// more states than a gathering of 128 reached (none was found, and
-/// each loop was scanned escape by escape). The loops walk through
-/// their zones, and every walk is the full walk.
+/// A name's exits are written a subtree at a time where every byte below
+/// loops on its accepting state; expanded, they are the full walk's, with
+/// its count and span.
 #[test]
 fn exits_listed_a_subtree_at_a_time_are_those_of_a_full_walk() {
     let vocab = vocabulary();
@@ -302,6 +299,12 @@ fn exits_listed_a_subtree_at_a_time_are_those_of_a_full_walk() {
     assert!(whole > 0, "no subtree of exits listed whole");
 }
 
+/// A search in a JSON string for a long alternation (an unanchored
+/// `pattern` from a MaskBench schema), in a DFA that is not minimized,
+/// as a lazy one is not: its loops' zones hold every partial match,
+/// more states than a gathering of 128 reached (none was found, and
+/// each loop was scanned escape by escape). The loops walk through
+/// their zones, and every walk is the full walk.
 #[test]
 fn a_long_search_walks_through_its_zone() {
     let vocab = vocabulary();
