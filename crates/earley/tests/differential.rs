@@ -99,6 +99,21 @@ v    ::= [a-z]+ | "(" v ")"
 "#
             .into(),
         ),
+        // A run of letters past a name's first, then a character past
+        // ASCII that only the rule the name completes, begun before the
+        // run, takes: a level that loops on every letter takes no such
+        // byte itself, and the tokens ending in `é` are found only through
+        // the completion into that older set.
+        (
+            "letters_then_past_ascii",
+            r#"
+root ::= "<" seq "é" | "<" seq "."
+seq  ::= name | name ws seq
+name ::= [a-z]+
+ws   ::= [ ]*
+"#
+            .into(),
+        ),
         // Sets of a few lexeme items and of more than a mask summarizes
         // item by item (one walk from the trie root then).
         ("many_keys_12", many_keys(12)),
@@ -134,7 +149,8 @@ fn small_vocab() -> Arc<Vocabulary> {
         "{\"", "\"}", "[]", "{}", "12", "1.5", "e-", ", ", "SELECT", " FROM ", "_id", " = ", "'x'",
         "aa", "aaa", "bb", "<a", ">,", "- ", "\n", "  ", "true", "nul", "\\u", ",\"", "\"k", "k1",
         ":1", "a\",\"b", "ab\",", "\",\"\"", "b\"]", "aa\",\"", "k1\":1,", "a1\":[", "12,\"",
-        "\"a\":1}", "xacab?", "<xacab?", "xacab!", "<xacab!",
+        "\"a\":1}", "xacab?", "<xacab?", "xacab!", "<xacab!", "aabé", "abbé", "bbbé", "aab.",
+        "aaaabé", "ababbé", "abababé", "aaaab.",
     ] {
         tokens.push((t.as_bytes().to_vec(), false));
     }

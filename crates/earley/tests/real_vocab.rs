@@ -356,6 +356,67 @@ fn words_that_split_into_words_on_real_tokenizers() {
     );
 }
 
+/// Names that split into names, then a character past ASCII that only the
+/// rule begun before the names takes: after a name, a level loops on every
+/// letter and takes no byte past ASCII itself; the tokens of letters then
+/// `é` are found only through the completion into the set where the
+/// sequence began.
+const SPLIT_WORDS_THEN_ACCENT: &str = r#"
+root ::= "x" ws seq ws end
+seq  ::= item (ws item)*
+item ::= [a-z]+
+end  ::= "é" | "."
+ws   ::= [ \t]*
+"#;
+
+/// Every token of lowercase letters then bytes past ASCII, at prefixes
+/// inside and between names: mask bit against `accept_token`.
+#[test]
+fn words_then_a_character_past_ascii_on_real_tokenizers() {
+    let Some(loaded) = tokenizers() else {
+        return;
+    };
+    for l in loaded.iter().filter(|l| l.name == "llama3") {
+        let grammar = l
+            .backend
+            .compile(&Constraint::ebnf(SPLIT_WORDS_THEN_ACCENT, "root"))
+            .unwrap_or_else(|e| panic!("{}: {e}", l.name));
+        let words: Vec<u32> = (0..l.vocab.vocab_size() as u32)
+            .filter(|&t| {
+                let bytes = l.vocab.token_bytes(t);
+                let past = bytes.iter().position(|&b| b >= 0x80);
+                past.is_some_and(|k| k >= 3 && bytes[..k].iter().all(u8::is_ascii_lowercase))
+            })
+            .collect();
+        assert!(words.len() > 100, "{}: {} such tokens", l.name, words.len());
+        let mut row = vec![0u32; l.vocab.mask_words()];
+        let mut allowed = 0;
+        for prefix in ["x", "x ab", "x ab cd", "x abc", "x ab\tcde"] {
+            let mut m = grammar.matcher();
+            m.accept_bytes(prefix.as_bytes())
+                .unwrap_or_else(|e| panic!("{}: {prefix:?}: {e:?}", l.name));
+            m.fill_bitmask(&mut row);
+            for &t in &words {
+                let bit = row_is_allowed(&row, t);
+                let took = m.fork().accept_token(t).is_ok();
+                assert_eq!(
+                    bit,
+                    took,
+                    "{}: after {prefix:?}: token {t} {:?}",
+                    l.name,
+                    String::from_utf8_lossy(l.vocab.token_bytes(t))
+                );
+                allowed += usize::from(took);
+            }
+        }
+        assert!(
+            allowed > 0,
+            "{}: no token of letters then `é` taken",
+            l.name
+        );
+    }
+}
+
 /// A C-like postfix loop (`postfix ::= name suffix*`, lowered to the left
 /// recursion `T ::= name | T suffix`): in one token of dashes, every `--`
 /// completes `T` again in the set where the name began, which the mask
