@@ -75,6 +75,9 @@ struct Builder {
     stopped_by: Option<Stop>,
     /// Closure scratch: NFA states met in this closure (by generation).
     mark: Vec<u32>,
+    /// [`LazyDfa::language_key`]'s scratch: the number of each NFA state
+    /// met (those `mark` holds at the generation).
+    number: Vec<u32>,
     generation: u32,
     stack: Vec<u32>,
     /// Expansion scratch: the NFA states each byte class leads to (all
@@ -144,6 +147,13 @@ const INCLUSION_BUDGET: usize = 1 << 14;
 /// Walks [`LazyDfa::prune`] takes for an automaton before it looks at how
 /// many were answered yes (fewer than one in four: it asks no more).
 const INCLUSION_TRIAL: u32 = 8;
+
+/// The kinds of NFA state in a [`LazyDfa::language_key`] (above any
+/// count or byte range written there).
+const KEY_BYTES: u32 = 1 << 31;
+const KEY_UNION: u32 = KEY_BYTES + 1;
+const KEY_MATCH: u32 = KEY_BYTES + 2;
+const KEY_RUN: u32 = KEY_BYTES + 3;
 
 /// Most NFA states [`LazyDfa::shortest`] meets.
 const SHORTEST_STATES: usize = 256;
@@ -374,6 +384,7 @@ impl LazyDfa {
                 set_bytes: 0,
                 stopped_by: None,
                 mark: vec![0; n],
+                number: Vec::new(),
                 generation: 0,
                 stack: Vec::new(),
                 seeds: Vec::new(),
@@ -671,6 +682,101 @@ impl LazyDfa {
             pending,
             forced,
         }
+    }
+
+    /// A key of the texts `state` reads from here on, the same for two
+    /// states of any two automata whose NFA states, and those they lead
+    /// to, are alike: each met in the order a walk from the state's own
+    /// meets them (its set's states first, in the set's order) and written
+    /// as its kind with its byte ranges and the numbers of the states they
+    /// lead to, after the UTF-8 bytes the state owes. States with one key
+    /// read the same texts (the converse need not hold). Fused lexemes of a
+    /// code grammar that go on alike past their first bytes (a keyword, a
+    /// space, then a name) reach states with one key from different
+    /// lexemes. `None` past `max` NFA states.
+    pub fn language_key(&self, state: u32, max: usize) -> Option<Vec<u32>> {
+        if state == DEAD {
+            return None;
+        }
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let b = &mut *b;
+        let set = &b.sets[state as usize];
+        if set.len() > max {
+            return None;
+        }
+        b.generation = b.generation.wrapping_add(1);
+        if b.generation == 0 {
+            b.mark.fill(0);
+            b.generation = 1;
+        }
+        let g = b.generation;
+        b.number.resize(b.mark.len(), 0);
+        // The states met, by number (the closure's stack, lent).
+        let mut order = std::mem::take(&mut b.stack);
+        order.clear();
+        let mut key = vec![u32::from(b.pending[state as usize]), set.len() as u32];
+        let (mark, number) = (&mut b.mark, &mut b.number);
+        let mut numbered = |q: u32, order: &mut Vec<u32>| {
+            if mark[q as usize] != g {
+                mark[q as usize] = g;
+                number[q as usize] = order.len() as u32;
+                order.push(q);
+            }
+            number[q as usize]
+        };
+        for &q in set.iter() {
+            numbered(q, &mut order);
+        }
+        let ranges = |ranges: &[Transition], key: &mut Vec<u32>| {
+            key.push(ranges.len() as u32);
+            key.extend(
+                ranges
+                    .iter()
+                    .map(|t| u32::from(t.start) << 8 | u32::from(t.end)),
+            );
+        };
+        let mut k = 0;
+        while let Some(&q) = order.get(k) {
+            k += 1;
+            match self.nfa.state(q) {
+                State::Bytes(list) => {
+                    key.push(KEY_BYTES);
+                    ranges(list, &mut key);
+                    for t in list {
+                        let n = numbered(t.next, &mut order);
+                        key.push(n);
+                    }
+                }
+                State::Union(alternates) => {
+                    key.push(KEY_UNION);
+                    key.push(alternates.len() as u32);
+                    for &a in alternates {
+                        let n = numbered(a, &mut order);
+                        key.push(n);
+                    }
+                }
+                State::Match => key.push(KEY_MATCH),
+                State::Run {
+                    ranges: list,
+                    to,
+                    exit,
+                    left,
+                } => {
+                    key.push(KEY_RUN);
+                    ranges(list, &mut key);
+                    let n = numbered(to, &mut order);
+                    key.push(n);
+                    let n = numbered(exit, &mut order);
+                    key.extend([n, left]);
+                }
+            }
+            if order.len() > max {
+                b.stack = order;
+                return None;
+            }
+        }
+        b.stack = order;
+        Some(key)
     }
 
     /// The run of one class of bytes that `state` is partway through, if
@@ -1321,6 +1427,71 @@ pub(crate) mod tests {
     /// Walks `text`; `None` when a byte is refused.
     pub(crate) fn walk(a: &impl Automaton, text: &[u8]) -> Option<u32> {
         let mut s = a.start();
+        for &b in text {
+            s = a.next(s, b);
+            if s == DEAD {
+                return None;
+            }
+        }
+        Some(s)
+    }
+
+    /// States of two automata that go on alike past different first
+    /// bytes have one [`LazyDfa::language_key`], and read the same texts;
+    /// states that go on differently (another class, a bounded run of
+    /// another length, another byte after the name) have different keys.
+    #[test]
+    fn states_that_read_the_same_texts_share_a_language_key() {
+        let ws = r"([ \t\n]|/\*([^*]|\*+[^*/])*\*+/)*";
+        let tail = format!("{ws}[a-z_][a-z0-9_]*{ws};");
+        let key = |regex: &str, prefix: &str| {
+            let dfa = LazyDfa::build(regex, &limits()).unwrap();
+            let state = walk(&dfa, prefix.as_bytes()).expect("a prefix of the regex");
+            let key = dfa
+                .language_key(state, 256)
+                .expect("a key within 256 states");
+            (dfa, state, key)
+        };
+        let (a, sa, ka) = key(&format!("struct {tail}"), "struct ");
+        let (b, sb, kb) = key(&format!("enum{tail}"), "enum");
+        assert_eq!(ka, kb, "the same texts past `struct ` and `enum`");
+        let texts: [&[u8]; 9] = [
+            b"",
+            b"x;",
+            b"  name_1 ;",
+            b"/* c */x/**/;",
+            b"x",
+            b"1x;",
+            b"x y;",
+            b"/* ",
+            b"x ;;",
+        ];
+        for text in texts {
+            let (x, y) = (walk_from(&a, sa, text), walk_from(&b, sb, text));
+            assert_eq!(x.is_some(), y.is_some(), "{text:?}");
+            if let (Some(x), Some(y)) = (x, y) {
+                assert_eq!(a.is_accepting(x), b.is_accepting(y), "{text:?}");
+            }
+        }
+        let others = [
+            format!("union {ws}[a-z_][a-z0-9_]*{ws},"),
+            format!("union {ws}[a-z][a-z0-9_]*{ws};"),
+            format!("union {ws}[a-z_][a-z0-9_]{{0,7}}{ws};"),
+        ];
+        for other in &others {
+            assert_ne!(key(other, "union ").2, ka, "{other}");
+        }
+        let (_, _, short) = key(&format!("union {ws}[a-z_][a-z0-9_]{{0,6}}{ws};"), "union ");
+        let (_, _, long) = key(&format!("union {ws}[a-z_][a-z0-9_]{{0,7}}{ws};"), "union ");
+        assert_ne!(short, long, "runs of different lengths");
+        assert_eq!(
+            LazyDfa::build(&tail, &limits()).unwrap().language_key(1, 4),
+            None
+        );
+    }
+
+    /// Walks `text` from `state`; `None` when a byte is refused.
+    fn walk_from(a: &impl Automaton, mut s: u32, text: &[u8]) -> Option<u32> {
         for &b in text {
             s = a.next(s, b);
             if s == DEAD {

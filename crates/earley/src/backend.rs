@@ -624,6 +624,67 @@ mod tests {
         assert_eq!(warm.summaries.lock().unwrap().len(), 2);
     }
 
+    /// Fused lexemes that go on alike past their keywords (a space, a
+    /// name, a semicolon) share the index of the state after the keyword,
+    /// made once ([`crate::lexeme::Lexeme::language_walk`]); one that goes
+    /// on otherwise (a comma) has its own, and a JSON Schema's pieces are
+    /// not looked up.
+    #[test]
+    fn states_that_read_the_same_texts_share_an_index() {
+        use crate::lexeme::StateIndex;
+        let vocab = Arc::new(tokensieve_core::vocab::fixtures::json_tiny());
+        let gbnf = r#"
+            root ::= "{" item* "}"
+            item ::= "struct" sp name ";" | "enum" sp name ";" | "union" sp name "," | root
+            sp   ::= [ \t]+
+            name ::= [a-z_] [a-z0-9_]*
+        "#;
+        let g = EarleyBackend::new(vocab, EarleyConfig::default())
+            .compile_earley(&Constraint::ebnf(gbnf, "root"), &CancelToken::new())
+            .unwrap();
+        let cfg = &g.inner.cfg;
+        // The index of each lexeme's state after `prefix`, where the lexeme
+        // takes `text` whole.
+        let after = |prefix: &str, text: &str| {
+            let found: Vec<*const StateIndex> = cfg
+                .lexemes
+                .iter()
+                .filter_map(|l| {
+                    let dfa = l.dfa();
+                    let walk = |bytes: &[u8]| {
+                        bytes.iter().try_fold(l.start(), |s, &b| {
+                            Some(dfa.next(s, b)).filter(|&t| t != tokensieve_automata::DEAD)
+                        })
+                    };
+                    let whole = walk(text.as_bytes()).is_some_and(|s| dfa.is_accepting(s));
+                    let state = walk(prefix.as_bytes()).filter(|_| whole)?;
+                    Some(l.state(state) as *const StateIndex)
+                })
+                .collect();
+            assert_eq!(found.len(), 1, "one lexeme takes {text:?}");
+            found[0]
+        };
+        let (s, e, u) = (
+            after("struct ", "struct a;"),
+            after("enum ", "enum a;"),
+            after("union ", "union a,"),
+        );
+        assert_eq!(s, e, "`struct ` and `enum ` go on alike");
+        assert_ne!(s, u, "`union ` goes on to a comma");
+        assert!(!after("struct", "struct a;").is_null());
+        let schema = r#"{"type": "array", "items": {"type": "string"}}"#;
+        let g = EarleyBackend::new(
+            Arc::new(tokensieve_core::vocab::fixtures::json_tiny()),
+            EarleyConfig::default(),
+        )
+        .compile_earley(&Constraint::json_schema(schema), &CancelToken::new())
+        .unwrap();
+        assert!(
+            g.inner.cfg.lexemes.iter().all(|l| !l.language_keys()),
+            "a schema's pieces are not looked up by their texts"
+        );
+    }
+
     /// The bytes that may follow a name are those of whatever may come
     /// next in the grammar: through an optional rule, and through the end
     /// of a rule to every place that refers to it.

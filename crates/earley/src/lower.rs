@@ -152,6 +152,15 @@ impl<'a> Lowering<'a> {
 
     /// A context-free grammar.
     pub(crate) fn grammar(mut self, g: &Grammar) -> Result<Cfg, GrammarError> {
+        // Rules that go on alike fuse into lexemes whose states past their
+        // first bytes read the same texts: they are found by those texts.
+        // A JSON Schema's pieces are not (their repeats are found by the
+        // walks of string bodies and whitespace, and keys for the rest
+        // cost more than they found). The skeletons are the lowering's
+        // own, which no lexeme holds yet.
+        if let Some(skeletons) = Arc::get_mut(&mut self.vocab.skeletons) {
+            skeletons.language_keys = true;
+        }
         let regexes = g.rule_regexes(&RegularLimits {
             max_regex_len: self.config.max_lexeme_regex_len,
             ..RegularLimits::default()

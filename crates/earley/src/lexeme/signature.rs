@@ -214,6 +214,9 @@ pub(super) enum WalkKey {
     /// From the start of a run of these bytes, read at most this many
     /// times ([`RunTexts`]).
     Run([u64; 2], u32),
+    /// From a state of a lazy automaton, whose signature is the key of
+    /// the texts it reads ([`LazyDfa::language_key`]).
+    Language,
 }
 
 /// Indexes by walk and signature, up to [`KEPT_WALK_BYTES`] of them.

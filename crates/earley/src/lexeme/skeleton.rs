@@ -250,6 +250,10 @@ pub(crate) struct Skeletons {
     /// Walks kept by signature ([`KeptWalks`]): this grammar's own, or
     /// the vocabulary's where lexemes are shared.
     pub(super) kept_walks: Arc<KeptWalks>,
+    /// Whether lexeme states are found by the texts they read
+    /// ([`Lexeme::language_walk`]): for the rules of a context-free
+    /// grammar, not for a JSON Schema's pieces.
+    pub(crate) language_keys: bool,
 }
 
 /// A text step as far as a skeleton depends on it: its ASCII bytes and
