@@ -18,7 +18,9 @@
 //! walks find their summaries made): two builds compared
 //! mask for mask (`cmp`) on real schemas and texts; with `IDS=1`, each
 //! hash is followed by a line of the mask's token ids (to see what two
-//! builds disagree on).
+//! builds disagree on). `PROFILE_AT=K` computes the K-th mask of the first
+//! walk (counted over all texts, from 0) in a function of its own, for
+//! callgrind's `--toggle-collect='*profiled_mask*'`.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -76,6 +78,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut steps: Vec<u128> = Vec::new();
     let mut grammar: Option<std::sync::Arc<tokensieve_earley::EarleyGrammar>> = None;
     let ids_too = std::env::var_os("IDS").is_some();
+    let profile_at: Option<usize> = std::env::var("PROFILE_AT")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let mut hashes = match std::env::var("HASHES") {
         Ok(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),
         Err(_) => None,
@@ -95,7 +100,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut m = grammar.matcher();
             for (i, &id) in ids.iter().enumerate() {
                 let t = Instant::now();
-                m.fill_bitmask(&mut row);
+                if profile_at == Some(k) && rep == 0 {
+                    profiled_mask(&mut m, &mut row);
+                } else {
+                    m.fill_bitmask(&mut row);
+                }
                 let mask = t.elapsed();
                 if let Some(out) = hashes.as_mut().filter(|_| rep < walks) {
                     use std::hash::{Hash, Hasher};
@@ -162,4 +171,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{ns:>9} ns  after {before:?} -> {token:?}");
     }
     Ok(())
+}
+
+/// One mask on its own, for `valgrind --tool=callgrind
+/// --toggle-collect='*profiled_mask*'` (`PROFILE_AT=K`: the K-th mask of
+/// the first walk, counted over all texts from 0).
+#[inline(never)]
+fn profiled_mask(m: &mut Box<dyn tokensieve_core::grammar::GrammarObject>, row: &mut [u32]) {
+    m.fill_bitmask(row);
 }
