@@ -219,7 +219,8 @@ pub(super) enum WalkKey {
     Language,
 }
 
-/// Indexes by walk and signature, up to [`KEPT_WALK_BYTES`] of them.
+/// Indexes by walk and signature, up to [`KEPT_WALK_BYTES`] of them, and
+/// up to [`KEPT_LANGUAGE_BYTES`] more for [`WalkKey::Language`].
 #[derive(Debug, Default)]
 pub(super) struct KeptWalks(Mutex<KeptInner>);
 
@@ -227,12 +228,18 @@ pub(super) struct KeptWalks(Mutex<KeptInner>);
 struct KeptInner {
     by_signature: HashMap<WalkKey, HashMap<Box<[u32]>, Arc<StateIndex>>>,
     bytes: usize,
+    language_bytes: usize,
 }
 
 /// The most heap bytes [`KeptWalks`] holds (an index of a string body
 /// holds its row, 16 KiB on Llama 3's vocabulary); past it, walks are
 /// made and not kept.
 pub(super) const KEPT_WALK_BYTES: usize = 32 << 20;
+
+/// The most heap bytes [`KeptWalks`] holds for [`WalkKey::Language`]: a
+/// process serving many grammars keeps their lexeme states apart from
+/// the JSON walks above, which they would otherwise crowd out.
+pub(super) const KEPT_LANGUAGE_BYTES: usize = 16 << 20;
 
 impl KeptWalks {
     pub(super) fn get(&self, key: WalkKey, signature: &[u32]) -> Option<Arc<StateIndex>> {
@@ -252,15 +259,19 @@ impl KeptWalks {
         let made = Arc::new(made);
         let bytes = made.inside.bytes() + made.exits.bytes() + signature.len() * 4;
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.bytes + bytes > KEPT_WALK_BYTES {
+        let kept = &mut *kept;
+        let (held, limit) = match key {
+            WalkKey::Language => (&mut kept.language_bytes, KEPT_LANGUAGE_BYTES),
+            _ => (&mut kept.bytes, KEPT_WALK_BYTES),
+        };
+        if *held + bytes > limit {
             return made;
         }
-        let kept = &mut *kept;
         let walks = kept.by_signature.entry(key).or_default();
         match walks.entry(signature.into_boxed_slice()) {
             hashbrown::hash_map::Entry::Occupied(e) => e.get().clone(),
             hashbrown::hash_map::Entry::Vacant(e) => {
-                kept.bytes += bytes;
+                *held += bytes;
                 e.insert(made).clone()
             }
         }

@@ -1232,3 +1232,33 @@ fn exits_are_sorted_as_a_comparison_sort_would() {
         assert_eq!(exits, expected, "{len} exits");
     }
 }
+
+/// States found by the texts they read fill a budget of their own: past
+/// it they are made and not kept, and the walks kept by signature for
+/// JSON's strings and whitespace are kept as before.
+#[test]
+fn language_keys_keep_to_a_budget_of_their_own() {
+    let walks = KeptWalks::default();
+    let row = || StateIndex {
+        inside: TokenSet::Dense(vec![0; 4096]),
+        exits: ExitList::default(),
+        exit_span: 0,
+    };
+    let each = 4096 * 4 + 4;
+    let fits = KEPT_LANGUAGE_BYTES / each;
+    for k in 0..fits + 2 {
+        walks.keep(WalkKey::Language, vec![k as u32], row());
+    }
+    assert!(walks.get(WalkKey::Language, &[0]).is_some());
+    assert!(walks.get(WalkKey::Language, &[fits as u32 - 1]).is_some());
+    assert!(
+        walks.get(WalkKey::Language, &[fits as u32 + 1]).is_none(),
+        "past the budget"
+    );
+    let run = WalkKey::Run([1, 0], 4);
+    walks.keep(run, vec![7], row());
+    assert!(
+        walks.get(run, &[7]).is_some(),
+        "a JSON walk is kept beside them"
+    );
+}
