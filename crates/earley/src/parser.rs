@@ -3974,25 +3974,29 @@ impl Walker {
                 return Ok(());
             }
         }
+        // Children taken one after another are walked as one run of
+        // subtrees (after a name, every letter and digit).
+        let mut run: Option<u32> = None;
         for (i, (&b, &kid)) in bytes.iter().zip(kids).enumerate() {
             let end = kids.get(i + 1).copied().unwrap_or(last_end);
-            if !has_byte(first, b) {
-                if self.exits.any_before(end) {
-                    let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-                    self.walk_exits(cfg, trie, end, row, budget, reborrowed)?;
-                }
+            if has_byte(first, b) {
+                debug_assert_eq!(end, trie.nodes[kid as usize].next);
+                run.get_or_insert(kid);
                 continue;
             }
-            debug_assert_eq!(end, trie.nodes[kid as usize].next);
-            let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
-            self.walk_nodes(
-                cfg,
-                trie,
-                (kid as usize, end as usize),
-                row,
-                budget,
-                reborrowed,
-            )?;
+            if let Some(start) = run.take() {
+                let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                let nodes = (start as usize, kid as usize);
+                self.walk_nodes(cfg, trie, nodes, row, budget, reborrowed)?;
+            }
+            if self.exits.any_before(end) {
+                let reborrowed = summarizing.as_mut().map(|(f, p)| (&mut **f, &mut **p));
+                self.walk_exits(cfg, trie, end, row, budget, reborrowed)?;
+            }
+        }
+        if let Some(start) = run {
+            let nodes = (start as usize, last_end as usize);
+            self.walk_nodes(cfg, trie, nodes, row, budget, summarizing)?;
         }
         Ok(())
     }
