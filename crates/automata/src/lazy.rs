@@ -106,6 +106,19 @@ struct Builder {
     inclusion_yes: u32,
 }
 
+impl Builder {
+    /// A generation of `mark` no NFA state holds yet: every state is
+    /// unmarked for it.
+    fn next_generation(&mut self) -> u32 {
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.mark.fill(0);
+            self.generation = 1;
+        }
+        self.generation
+    }
+}
+
 /// What [`LazyDfa::includes`] reads a pair's bytes into, kept between
 /// walks: by byte class, where the state goes and where the set goes (the
 /// classes the state reads, `touched`), and the first class of each
@@ -700,17 +713,12 @@ impl LazyDfa {
         }
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
         let b = &mut *b;
-        let set = &b.sets[state as usize];
-        if set.len() > max {
+        if b.sets[state as usize].len() > max {
             return None;
         }
-        b.generation = b.generation.wrapping_add(1);
-        if b.generation == 0 {
-            b.mark.fill(0);
-            b.generation = 1;
-        }
-        let g = b.generation;
+        let g = b.next_generation();
         b.number.resize(b.mark.len(), 0);
+        let set = &b.sets[state as usize];
         // The states met, by number (the closure's stack, lent).
         let mut order = std::mem::take(&mut b.stack);
         order.clear();
@@ -896,12 +904,7 @@ impl LazyDfa {
     /// `b.out`: the ones that read a byte or match, from which a match can
     /// be reached, sorted (a DFA state's key).
     fn closure(&self, b: &mut Builder, seeds: &[u32]) {
-        b.generation = b.generation.wrapping_add(1);
-        if b.generation == 0 {
-            b.mark.fill(0);
-            b.generation = 1;
-        }
-        let g = b.generation;
+        let g = b.next_generation();
         b.out.clear();
         let mut stack = std::mem::take(&mut b.stack);
         stack.clear();
