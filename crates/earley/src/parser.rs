@@ -1457,6 +1457,9 @@ pub(crate) struct Chunk {
     lexical: usize,
     /// The levels the items waiting for a rule start in, sorted.
     older: Box<[u32]>,
+    /// The levels any item starts in, sorted ([`Walker::loop_key`]),
+    /// once asked.
+    locals: OnceLock<Box<[u32]>>,
     first: [u64; 4],
     /// The bytes each lexical item takes (as [`Lexeme::first_bytes`]): a
     /// byte is stepped only in the items that take it (after a name in a
@@ -1525,11 +1528,29 @@ impl Chunk {
             takes,
             lexical,
             older: older.into_boxed_slice(),
+            locals: OnceLock::new(),
             items,
             reached,
             live,
             waiting: Waiting::default(),
         }
+    }
+
+    /// The levels the items start in, sorted.
+    fn locals(&self) -> &[u32] {
+        self.locals.get_or_init(|| {
+            let mut locals: Vec<u32> = self
+                .items
+                .iter()
+                .filter_map(|i| match i.origin {
+                    Origin::Local(x) => Some(x),
+                    _ => None,
+                })
+                .collect();
+            locals.sort_unstable();
+            locals.dedup();
+            locals.into_boxed_slice()
+        })
     }
 
     /// The items before a lexeme.
@@ -1761,6 +1782,8 @@ pub(crate) struct Walker {
     /// Room of [`Walker::summarize`]: per lexeme item, its exits that lead
     /// on ([`Walker::exits_leading`]).
     leading: Vec<Option<Arc<LeadingExits>>>,
+    /// Room of [`sorted_levels`].
+    level_bits: Vec<u64>,
     /// Room of [`Walker::merge_alike_origins`].
     places: Vec<(u32, u32)>,
     kept_keys: Vec<(u32, u32, u64)>,
@@ -1913,6 +1936,28 @@ fn few_ids(cfg: &Cfg, items: &[Item], words: usize) -> Option<Vec<u32>> {
 }
 
 /// Removes repeated items (the same item reached from two parents).
+/// The level numbers `levels` (each below `n`, the walk's depth) sorted,
+/// without repeats, through a bit per level in `bits` (left cleared): a
+/// level's items and closures name a few levels hundreds of times, and
+/// sorting them all was 6% of a GBNF mask's instructions.
+fn sorted_levels(bits: &mut Vec<u64>, n: usize, levels: impl Iterator<Item = u32>) -> Vec<u32> {
+    let words = n.div_ceil(64);
+    if bits.len() < words {
+        bits.resize(words, 0);
+    }
+    for x in levels {
+        bits[x as usize / 64] |= 1 << (x % 64);
+    }
+    let mut sorted = Vec::new();
+    for (w, word) in bits[..words].iter_mut().enumerate() {
+        while *word != 0 {
+            sorted.push(w as u32 * 64 + word.trailing_zeros());
+            *word &= *word - 1;
+        }
+    }
+    sorted
+}
+
 fn dedupe(items: &mut Vec<Item>, seen: &mut Seen) {
     if items.len() < 2 {
         return;
@@ -3417,19 +3462,23 @@ impl Walker {
             .iter()
             .any(|i| matches!(cfg.syms[i.pos as usize], Sym::Rule(_)));
         // The older levels first (a level's items start in older ones).
-        let mut older: Vec<u32> = level
-            .chunks
+        let own_older = level
+            .own
             .iter()
-            .flat_map(|c| c.older.iter().copied())
-            .collect();
-        if own_waits {
-            older.extend(level.own.iter().filter_map(|i| match i.origin {
+            .filter(|_| own_waits)
+            .filter_map(|i| match i.origin {
                 Origin::Local(x) => Some(x),
                 _ => None,
-            }));
-        }
-        older.sort_unstable();
-        older.dedup();
+            });
+        let mut older = sorted_levels(
+            &mut self.level_bits,
+            self.levels.len(),
+            level
+                .chunks
+                .iter()
+                .flat_map(|c| c.older.iter().copied())
+                .chain(own_older),
+        );
         older.retain(|&x| x as usize != k);
         let older_classes: Vec<u32> = older
             .iter()
@@ -3850,42 +3899,44 @@ impl Walker {
     /// one key make from each byte levels alike, each the same as its
     /// parent or neither.
     fn loop_key(&mut self, cfg: &Cfg, k: usize) -> Box<[u64]> {
-        let mut origins: Vec<u32> = Vec::new();
-        let mut key: Vec<u64> = vec![k as u64];
-        let code = |origin: &Origin, origins: &mut Vec<u32>| match origin {
-            Origin::Here => u64::MAX,
-            Origin::Set(s) => Arc::as_ptr(s) as u64,
-            Origin::Local(x) => {
-                origins.push(*x);
-                u64::MAX - 1 - u64::from(*x)
-            }
-        };
         let level = &self.levels[k];
+        let own = level.own.iter().filter_map(|i| match i.origin {
+            Origin::Local(x) => Some(x),
+            _ => None,
+        });
+        let origins = sorted_levels(
+            &mut self.level_bits,
+            self.levels.len(),
+            own.chain(level.chunks.iter().flat_map(|c| c.locals().iter().copied())),
+        );
+        // Sized at once: grown push by push, keys were 3% of a GBNF
+        // mask's instructions, most of it reallocations.
+        let len = 3 + 2 * level.own.len() + level.chunks.len() + origins.len();
+        let mut key: Vec<u64> = Vec::with_capacity(len);
+        key.push(k as u64);
         for i in &level.own {
             key.push(u64::from(i.pos) << 32 | u64::from(i.lex));
-            key.push(code(&i.origin, &mut origins));
+            key.push(match &i.origin {
+                Origin::Here => u64::MAX,
+                Origin::Set(s) => Arc::as_ptr(s) as u64,
+                Origin::Local(x) => u64::MAX - 1 - u64::from(*x),
+            });
         }
         key.push(u64::MAX);
-        for c in &level.chunks {
-            key.push(Arc::as_ptr(c) as u64);
-            for i in &c.items {
-                if let Origin::Local(x) = i.origin {
-                    origins.push(x);
-                }
-            }
-        }
-        origins.sort_unstable();
-        origins.dedup();
+        key.extend(level.chunks.iter().map(|c| Arc::as_ptr(c) as u64));
         key.push(u64::MAX);
         for x in origins {
             let class = self.class_of(cfg, x as usize);
             key.push(u64::from(x) << 32 | u64::from(class));
         }
+        debug_assert_eq!(key.len(), len);
         key.into_boxed_slice()
     }
 
     /// Sets [`Level::loops`] of level `k` from a level alike met before in
-    /// this walk, if one was.
+    /// this walk, if one was. Out of line: asked of few levels, and
+    /// inlined into [`Walker::walk_nodes`] it cost C's masks 0.1%.
+    #[inline(never)]
     fn recall_loops(&mut self, cfg: &Cfg, k: usize) {
         let key = self.loop_key(cfg, k);
         let level = &mut self.levels[k];
