@@ -149,7 +149,8 @@ const FOLLOW_MAKES: usize = 4096;
 type BelowWalks = FxHashMap<(u32, u32, u32), Arc<BelowWalk>>;
 
 /// One lexeme's walk below a trie node ([`Lexeme::walk_below`]): the runs
-/// of tokens that stay in the lexeme, the exits that lead on, and the work
+/// of tokens that stay in the lexeme, the exits that lead on (a subtree
+/// at a time where every exit of it does, [`WHOLE_EXIT`]), and the work
 /// the walk was charged.
 #[derive(Debug)]
 pub(crate) struct BelowWalk {
@@ -169,8 +170,9 @@ const BELOW_MEMO_NODES: u32 = 256;
 const BELOW_MEMO_BYTES: usize = 32 << 20;
 
 /// The exits of a lexeme state at one position of the grammar that have
-/// a child that may follow it, and the trie nodes below those children
-/// (none listed where those pass half the trie's nodes: see
+/// a child that may follow it (a subtree at a time where all of its do,
+/// [`WHOLE_EXIT`]), and the trie nodes below those children (none listed
+/// where those pass half the trie's nodes: see
 /// [`Walker::exits_leading`]).
 #[derive(Debug)]
 pub(crate) struct LeadingExits {
@@ -2074,7 +2076,8 @@ impl Walker {
     /// into the rooms `kept` and `exits`, and the work it is charged: where
     /// it has more than `follow_exits` exits, only those that lead on are
     /// kept ([`leads_on`]); the tokens ending at an exit are in the
-    /// runs.
+    /// runs. A subtree the walk wrote as one entry ([`WHOLE_EXIT`]) stays
+    /// one where every exit of it leads on or all are kept.
     fn lexeme_walk(
         &mut self,
         cfg: &Cfg,
@@ -2114,24 +2117,24 @@ impl Walker {
                 if !may_follow_below(trie, node, &follow) {
                     continue;
                 }
-                let listed = exits_of(trie, (node, depth));
                 if depth & WHOLE_EXIT != 0 && all_follow_below(trie, node, &follow) {
                     // Names after names: every node with nodes below
                     // has a child that may follow.
-                    exits.extend(listed);
+                    exits.push((node, depth));
                 } else {
+                    let listed = exits_of(trie, (node, depth));
                     exits.extend(listed.filter(|&(e, _)| leads_on(trie, e, &follow)));
                 }
             }
             debug_assert!(
-                exits.iter().copied().eq(written
+                exits.iter().flat_map(|&e| exits_of(trie, e)).eq(written
                     .iter()
                     .flat_map(|&e| exits_of(trie, e))
                     .filter(|&(e, _)| leads_on(trie, e, &follow))),
                 "the exits that lead on, a subtree passed over at a time"
             );
         } else {
-            exits.extend(written.iter().flat_map(|&e| exits_of(trie, e)));
+            exits.extend_from_slice(&written);
         }
         self.exits_room = written;
         kept.runs.len() + count
@@ -2188,7 +2191,7 @@ impl Walker {
                 // node, 38,000 exits of a name took 0.7 ms).
                 let (count, inner) = exit_count_and_span(trie, entry);
                 span += inner - count;
-                exits.extend(exits_of(trie, entry));
+                exits.push(entry);
             } else {
                 for (e, d) in exits_of(trie, entry) {
                     if !may_follow_below(trie, e, &follow) {
@@ -2215,7 +2218,7 @@ impl Walker {
         }
         debug_assert!(
             span > half
-                || exits.iter().copied().eq(state
+                || exits.iter().flat_map(|&e| exits_of(trie, e)).eq(state
                     .exits
                     .iter(trie)
                     .filter(|&(n, _)| leads_on(trie, n, &follow))),
@@ -2577,7 +2580,7 @@ impl Walker {
             let mut few = std::mem::take(&mut self.exits_room);
             few.clear();
             if leads.is_none() {
-                few.extend(state.exits.iter(trie));
+                few.extend_from_slice(state.exits.entries());
             }
             let exits = leads.as_ref().map_or(&few, |e| &e.exits);
             if exits.is_empty() {
@@ -2592,14 +2595,21 @@ impl Walker {
             // The row does not change in this loop; the exits are in trie
             // order.
             let mut held = Held::default();
-            for &(node, depth) in exits {
-                if self.covered_in_order(trie, node as usize, &allowed, &mut held) {
+            for &entry in exits {
+                if entry.1 & WHOLE_EXIT != 0
+                    && self.covered_in_order(trie, entry.0 as usize, &allowed, &mut held)
+                {
                     continue;
                 }
-                for &(marker, rule) in &at_exit {
-                    pending.push((marker, rule, node, depth));
+                for (node, depth) in exits_of(trie, entry) {
+                    if self.covered_in_order(trie, node as usize, &allowed, &mut held) {
+                        continue;
+                    }
+                    for &(marker, rule) in &at_exit {
+                        pending.push((marker, rule, node, depth));
+                    }
+                    self.noted.push((node, depth, chunk.clone()));
                 }
-                self.noted.push((node, depth, chunk.clone()));
             }
             self.exits_room = few;
         }
@@ -4154,35 +4164,44 @@ impl Walker {
                 }
             }
             // The row does not change in this loop, and the exits are in
-            // trie order.
+            // trie order. Below a subtree of exits the row holds whole (a
+            // name's letters, whose tokens the runs just set), none is
+            // read.
             let mut held = Held::default();
-            for &(e, depth) in item_exits {
-                if self.covered_in_order(trie, e as usize, row, &mut held) {
+            for &entry in item_exits {
+                if entry.1 & WHOLE_EXIT != 0
+                    && self.covered_in_order(trie, entry.0 as usize, row, &mut held)
+                {
                     continue;
                 }
-                let k = depth as usize;
-                if self.levels.len() <= k {
-                    self.levels.resize_with(k + 1, Level::default);
-                }
-                let chunk = match &mut summarizing {
-                    Some((frontier, pending)) => {
-                        let chunk = self.chunk(cfg, item, k, budget, Some(frontier))?;
-                        for &(marker, rule) in &chunk.reached {
-                            match frontier.looped(marker, rule) {
-                                Some(after) => {
-                                    for &(m, r) in &after.reached {
-                                        pending.push((m, r, e, depth));
-                                    }
-                                    noted.push((e, depth, after.clone()))
-                                }
-                                None => pending.push((marker, rule, e, depth)),
-                            }
-                        }
-                        chunk
+                for (e, depth) in exits_of(trie, entry) {
+                    if self.covered_in_order(trie, e as usize, row, &mut held) {
+                        continue;
                     }
-                    None => self.chunk(cfg, item, k, budget, None)?,
-                };
-                noted.push((e, depth, chunk));
+                    let k = depth as usize;
+                    if self.levels.len() <= k {
+                        self.levels.resize_with(k + 1, Level::default);
+                    }
+                    let chunk = match &mut summarizing {
+                        Some((frontier, pending)) => {
+                            let chunk = self.chunk(cfg, item, k, budget, Some(frontier))?;
+                            for &(marker, rule) in &chunk.reached {
+                                match frontier.looped(marker, rule) {
+                                    Some(after) => {
+                                        for &(m, r) in &after.reached {
+                                            pending.push((m, r, e, depth));
+                                        }
+                                        noted.push((e, depth, after.clone()))
+                                    }
+                                    None => pending.push((marker, rule, e, depth)),
+                                }
+                            }
+                            chunk
+                        }
+                        None => self.chunk(cfg, item, k, budget, None)?,
+                    };
+                    noted.push((e, depth, chunk));
+                }
             }
         }
         self.kept = kept;
