@@ -772,7 +772,9 @@ fn close_reading(
     };
     let mut rules = Positions::new(cfg.alts.len());
     let mut advanced = Vec::new();
-    let mut later = Vec::new();
+    // A closure predicts tens of positions (grown from empty, a C
+    // grammar's closures reallocated three or four times each).
+    let mut later = Vec::with_capacity(if predict { 32 } else { 0 });
     let mut k = 0;
     while k < set.items.len() {
         budget.spend(1)?;
