@@ -1091,6 +1091,11 @@ fn leads_on(trie: &TokenTrie, node: u32, follow: &[u64; 4]) -> bool {
         .any(|&b| has_byte(follow, b))
 }
 
+/// From this many completions pending, [`Walker::drop_covered`] finds
+/// the dropped nodes through a bit per trie node rather than a binary
+/// search each.
+const DROP_BY_BITS: usize = 4096;
+
 /// Up to this many items, all of them narrow (none a string body's), are
 /// walked lexeme by lexeme too. Below a comma or a newline after a value
 /// of an object of a hundred optional members, every later member's key
@@ -2665,9 +2670,20 @@ impl Walker {
             trie.subtree_tokens(node as usize).len() <= COVERED_TOKENS
                 && self.covered_in_order(trie, node as usize, row, &mut held)
         });
-        if !nodes.is_empty() {
-            pending.retain(|&(_, _, node, _)| nodes.binary_search(&node).is_err());
+        if nodes.is_empty() {
+            return;
         }
+        if pending.len() < DROP_BY_BITS {
+            pending.retain(|&(_, _, node, _)| nodes.binary_search(&node).is_err());
+            return;
+        }
+        // Thousands pending below a run of names: a bit per trie node,
+        // where each binary search read a dozen of thousands of nodes.
+        let mut bits = vec![0u64; trie.num_nodes().div_ceil(64)];
+        for &n in &nodes {
+            bits[n as usize / 64] |= 1 << (n % 64);
+        }
+        pending.retain(|&(_, _, n, _)| bits[n as usize / 64] >> (n % 64) & 1 == 0);
     }
 
     /// The walk of the pending subtrees of `groups`: per trie node, the
