@@ -452,6 +452,15 @@ impl Origin {
         }
     }
 
+    /// The walk level this origin is, if it is one.
+    #[inline]
+    fn level(&self) -> Option<u32> {
+        match self {
+            Origin::Local(k) => Some(*k),
+            _ => None,
+        }
+    }
+
     #[inline]
     fn key(&self) -> usize {
         match self {
@@ -1597,14 +1606,7 @@ impl Chunk {
     /// The levels the items start in, sorted.
     fn locals(&self) -> &[u32] {
         self.locals.get_or_init(|| {
-            let mut locals: Vec<u32> = self
-                .items
-                .iter()
-                .filter_map(|i| match i.origin {
-                    Origin::Local(x) => Some(x),
-                    _ => None,
-                })
-                .collect();
+            let mut locals: Vec<u32> = self.items.iter().filter_map(|i| i.origin.level()).collect();
             locals.sort_unstable();
             locals.dedup();
             locals.into_boxed_slice()
@@ -3543,10 +3545,7 @@ impl Walker {
             .own
             .iter()
             .filter(|_| own_waits)
-            .filter_map(|i| match i.origin {
-                Origin::Local(x) => Some(x),
-                _ => None,
-            });
+            .filter_map(|i| i.origin.level());
         let mut older = sorted_levels(
             &mut self.level_bits,
             self.levels.len(),
@@ -3978,10 +3977,7 @@ impl Walker {
     /// parent or neither.
     fn loop_key(&mut self, cfg: &Cfg, k: usize) -> Box<[u64]> {
         let level = &self.levels[k];
-        let own = level.own.iter().filter_map(|i| match i.origin {
-            Origin::Local(x) => Some(x),
-            _ => None,
-        });
+        let own = level.own.iter().filter_map(|i| i.origin.level());
         let origins = sorted_levels(
             &mut self.level_bits,
             self.levels.len(),
