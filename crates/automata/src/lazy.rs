@@ -789,11 +789,12 @@ impl LazyDfa {
 
     /// The run of one class of bytes that `state` is partway through, if
     /// it is one a walk can go down without making its states: `state`'s
-    /// NFA states are one copy of a bounded repetition of an ASCII class
-    /// (`X` in `X{0,n}`, the copy with `left` more to go) and the closure
-    /// of what follows the repetition, none of which reads a byte of the
-    /// class. After `j` bytes of the class its states are the `j`-th copy
-    /// after this one and the same closure: every other byte goes where it
+    /// NFA states are copies of bounded repetitions of one ASCII class
+    /// (`X` in `X{0,n}`, each the copy with `left` more to go: one, or one
+    /// before each of an object's keys) and the closure of what follows
+    /// the repetitions, none of which reads a byte of the class. After `j`
+    /// bytes of the class its states are the `j`-th copies after these
+    /// and the same closure: every other byte goes where it
     /// goes from `state`, and it accepts as `state` does. So does a DFA
     /// made of it, state by state ([`Chain`]).
     ///
@@ -816,17 +817,27 @@ impl LazyDfa {
             return None;
         }
         let set = &b.sets[state as usize];
-        let mut found = None;
+        // Copies of one class with as many bytes left, each before its own
+        // exit (the whitespace before each of an object's keys): each
+        // byte of the class moves every one of them to its next copy, and
+        // the rest of the set, their exits' closure, stays.
+        let mut links: Vec<(u32, u32)> = Vec::new();
+        let mut run = None;
         for &q in set {
-            if let Some(link) = self.link(q).filter(|l| l.1 >= 2) {
-                if found.is_some() {
+            if let Some((bytes, left, exit)) = self.link(q).filter(|l| l.1 >= 2) {
+                if run.is_some_and(|r| r != (bytes, left)) {
                     return None;
                 }
-                found = Some((q, link));
+                run = Some((bytes, left));
+                links.push((q, exit));
             }
         }
-        let (q, (bytes, left, exit)) = found?;
-        let rest: Vec<u32> = set.iter().copied().filter(|&r| r != q).collect();
+        let (bytes, left) = run?;
+        let rest: Vec<u32> = set
+            .iter()
+            .copied()
+            .filter(|&r| !links.iter().any(|&(q, _)| q == r))
+            .collect();
         let reads_the_class = |r: u32| match self.nfa.state(r) {
             State::Bytes(ranges) | State::Run { ranges, .. } => ranges.iter().any(|t| {
                 (t.start..=t.end).any(|c| c < 0x80 && bytes[c as usize / 64] >> (c % 64) & 1 == 1)
@@ -836,7 +847,8 @@ impl LazyDfa {
         if rest.is_empty() || rest.iter().any(|&r| reads_the_class(r)) {
             return None;
         }
-        self.closure(b, &[exit]);
+        let exits: Vec<u32> = links.iter().map(|&(_, exit)| exit).collect();
+        self.closure(b, &exits);
         if b.out != rest {
             return None;
         }
@@ -1575,6 +1587,8 @@ pub(crate) mod tests {
             (format!("a{ws}{{0,20}}(?:b|c[ ]*)"), "a", 20),
             (format!("a{ws}{{0,5}}"), "a", 5),
             (format!("a(?:{ws}{{0,4}},{ws}{{0,3}}x)*"), "a ", 3),
+            // One run before each of two texts: both move on together.
+            (format!("a(?:{ws}{{0,6}}\"x|{ws}{{0,6}}\"y)"), "a", 6),
         ] {
             let dfa = LazyDfa::build(&regex, &limits()).unwrap();
             let first = walk(&dfa, before.as_bytes()).unwrap();
@@ -1610,6 +1624,9 @@ pub(crate) mod tests {
             "a(?:[ ]{0,4}|[ ]x)",
             "a[ ]{0,1}b",
             "a(?:[ ]{0,4},x)*",
+            // Two runs, one shorter or of another class.
+            "a(?:[ ]{0,4}b|[ ]{0,3}c)",
+            "a(?:[ ]{0,4}b|[\\t]{0,4}c)",
         ] {
             let dfa = LazyDfa::build(regex, &limits()).unwrap();
             let first = walk(&dfa, b"a").unwrap();
