@@ -32,8 +32,9 @@ pub(super) struct VocabWalks {
     /// shared (see [`Skeletons::kept_walks`]).
     pub(super) kept_walks: Arc<KeptWalks>,
     /// The texts past JSON's whitespace between tokens, for walks from
-    /// the start of a run of it (made with the skeletons).
-    pub(super) whitespace: Option<RunTexts>,
+    /// the start of a run of it and from one byte into it (made with the
+    /// skeletons).
+    pub(super) whitespace: Vec<RunTexts>,
 }
 
 /// The string bodies a vocabulary keeps the walk of ([`BodyWalk`]).
@@ -84,13 +85,18 @@ impl VocabSkeleton {
 
     /// The skeletons of a JSON string's body on `trie`, and the texts
     /// past a run of up to `max_whitespace` bytes of JSON's whitespace
-    /// ([`RunTexts`]: a pass over the trie, about 16 ms on Llama 3's,
-    /// made here so that no mask pays for it; none for 0).
+    /// and past the rest of one after its first byte ([`RunTexts`]: a
+    /// pass over the trie each, made here so that no mask pays for them;
+    /// none for 0). A state one byte into a run is as common as one at
+    /// its start: Llama 3 writes the space before a number as a token of
+    /// its own.
     pub(crate) fn json(trie: &TokenTrie, max_whitespace: u32) -> VocabSkeleton {
-        let whitespace = (max_whitespace > 0).then(|| {
-            let bytes = [1u64 << b' ' | 1 << b'\t' | 1 << b'\n' | 1 << b'\r', 0];
-            RunTexts::new(trie, bytes, max_whitespace)
-        });
+        let bytes = [1u64 << b' ' | 1 << b'\t' | 1 << b'\n' | 1 << b'\r', 0];
+        let whitespace = [max_whitespace, max_whitespace.saturating_sub(1)]
+            .into_iter()
+            .filter(|&left| left >= 2)
+            .map(|left| RunTexts::new(trie, bytes, left))
+            .collect();
         let walks = VocabWalks {
             whitespace,
             ..VocabWalks::default()
@@ -281,9 +287,10 @@ impl Lexeme {
     /// and kept; `None` for any other state, or one whose signature reads
     /// too much.
     pub(super) fn run_walk(&self, state: u32) -> Option<Arc<StateIndex>> {
-        let texts = self.skeletons.vocab.as_ref()?.0.whitespace.as_ref()?;
+        let all = &self.skeletons.vocab.as_ref()?.0.whitespace;
         let dfa = self.dfa();
-        let chain = dfa.chain(state).filter(|c| texts.serves(c))?;
+        let chain = dfa.chain(state)?;
+        let texts = all.iter().find(|t| t.serves(&chain))?;
         if self.is_wide(state) {
             return None;
         }

@@ -1163,8 +1163,9 @@ fn walk_after_colon(
 /// the state does to the text of tokens past the run (each escape's
 /// subtree from the state, each subtree past the run's end from the state
 /// after it): lexemes that differ only deeper than any token reaches
-/// share one index, those that tokens tell apart do not, a run of
-/// another bound is walked as before, and every index is the full walk.
+/// share one index, those that tokens tell apart do not, the rest of a
+/// run after its first byte is read too, a run of another bound is walked
+/// as before, and every index is the full walk.
 #[test]
 fn whitespace_walks_are_shared_by_signature() {
     let vocab = vocabulary();
@@ -1186,7 +1187,16 @@ fn whitespace_walks_are_shared_by_signature() {
         let (index, read) = walk(&other);
         assert!(read && !Arc::ptr_eq(&first, &index), "{other}");
     }
+    // A run before each of two keys: one chain, read from the texts.
+    let (_, read) = walk(&format!(r#":(?:{ws}{{0,4}}"qq|{ws}{{0,4}}"ww)"#));
+    assert!(read, "runs before two keys are read from the texts");
+    // One byte into a run of four, three are left.
     let (_, read) = walk(&format!(r#":{ws}{{0,3}}"qq"#));
+    assert!(
+        read,
+        "the rest of a run after its first byte is read from the texts"
+    );
+    let (_, read) = walk(&format!(r#":{ws}{{0,2}}"qq"#));
     assert!(!read, "a run of another bound is walked");
 }
 
