@@ -222,7 +222,11 @@ impl ExitList {
 
 /// A state with at least this many live bytes is walked by a forward scan
 /// of the trie, not child list by child list (see [`Lexeme::build_state`]).
-pub(super) const WIDE: u32 = 64;
+/// A pattern's `[0-9A-Za-z]` (62 bytes) walked child list by child list
+/// read every alphanumeric node down to its bound: 0.5 ms a first walk.
+/// From 64 to 24, mask instructions: 284 MaskBench files -1.5%, XML
+/// -5.7%, SQL -0.8%, C +1.0%, GBNF even.
+pub(super) const WIDE: u32 = 24;
 
 /// A node with more children than this is walked from a state of few
 /// bytes by looking up the children of the state's bytes, where the
