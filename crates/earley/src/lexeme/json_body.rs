@@ -281,9 +281,9 @@ impl Lexeme {
         (!pairs.iter().any(|p| p.0 == after)).then_some(after)
     }
 
-    /// The index of `state` at the start of a run of JSON's whitespace
-    /// (a narrow state whose [`Chain`] the vocabulary's [`RunTexts`]
-    /// serve), found by its signature among those made before or made now
+    /// The index of `state` at the start of a run of JSON's whitespace or
+    /// one byte into it (a narrow state whose [`Chain`] one of the
+    /// vocabulary's [`RunTexts`] serves), found by its signature among those made before or made now
     /// and kept; `None` for any other state, or one whose signature reads
     /// too much.
     pub(super) fn run_walk(&self, state: u32) -> Option<Arc<StateIndex>> {
