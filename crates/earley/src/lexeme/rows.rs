@@ -21,7 +21,9 @@ impl Lexeme {
         // string of bounded length); another wide state scans the whole
         // trie in one pass.
         if self.is_wide(state) {
-            if let Some((skeleton, into)) = self.loop_skeleton(state) {
+            if let Some(zone) = self.zone_before_skeleton(state) {
+                self.scan_zone(state, &zone, &mut walk);
+            } else if let Some((skeleton, into)) = self.loop_skeleton(state) {
                 let limit = if skeleton.escapes.len() >= ZONE_ESCAPES {
                     ZONE_STATES
                 } else if skeleton.escape_nodes * ZONE_SPAN_SHARE >= trie.nodes.len() {
@@ -93,10 +95,21 @@ impl Lexeme {
     /// keeps that `None` (always sound: its walks scan escapes). A zone is
     /// a [`TextStep`] whose `to` is the state it was gathered from.
     pub(super) fn free_zone(&self, state: u32, limit: usize) -> Option<&TextStep> {
+        self.zone_within(state, limit, true)
+    }
+
+    /// [`Lexeme::free_zone`], but where `keep_none` is false a gathering
+    /// that fails is not kept: none is kept for the states it met either
+    /// (each would walk without a zone of its own), and a gathering from
+    /// one of them may find one.
+    fn zone_within(&self, state: u32, limit: usize, keep_none: bool) -> Option<&TextStep> {
         if let Some(known) = self.zones.get(state) {
             return known.as_ref();
         }
         let (zone, members, met) = self.gather_zone(state, limit);
+        if zone.is_none() && !keep_none {
+            return None;
+        }
         for &m in &members {
             let _ = self.zones.slot(m).set(zone);
         }
@@ -231,6 +244,13 @@ impl Lexeme {
     /// Whether the free zone of `state` takes more than its text step: a
     /// walk through the zone keeps more subtrees whole than the step's.
     pub(super) fn zone_is_wider(&self, state: u32, limit: usize) -> bool {
+        self.wider_zone(state, limit, true).is_some()
+    }
+
+    /// The free zone of `state` if it takes more than its text step (see
+    /// [`Lexeme::zone_is_wider`]); a gathering that fails is kept only
+    /// with `keep_none` ([`Lexeme::zone_within`]).
+    pub(super) fn wider_zone(&self, state: u32, limit: usize, keep_none: bool) -> Option<TextStep> {
         // A zone wider than a step that takes every multi-byte character
         // has another ASCII byte, whose state keeps every byte of the step
         // alive: in a string's body, the backslash's escape kills most
@@ -260,13 +280,11 @@ impl Lexeme {
                 }
             }
             if !wider {
-                return false;
+                return None;
             }
         }
-        let Some(zone) = self.free_zone(state, limit).copied() else {
-            return false;
-        };
-        match step {
+        let zone = self.zone_within(state, limit, keep_none).copied()?;
+        let wider = match step {
             None => true,
             Some(step) => {
                 let within = |a: u64, b: u64| a & !b == 0;
@@ -275,7 +293,8 @@ impl Lexeme {
                     && within(step.leads, zone.leads)
                     && (step.ascii, step.leads) != (zone.ascii, zone.leads)
             }
-        }
+        };
+        wider.then_some(zone)
     }
 
     /// Whether `state` takes at least [`WIDE`] bytes: its walks scan the

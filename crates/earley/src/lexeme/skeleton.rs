@@ -224,6 +224,17 @@ impl SkeletonTable {
         Some(s)
     }
 
+    /// The skeleton of `step` and `budget` if it is made already.
+    pub(super) fn made(&self, step: &TextStep, budget: u32) -> Option<Arc<Skeleton>> {
+        let key = ((step.ascii, step.leads), budget);
+        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .list
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, s)| s.clone())
+    }
+
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).list.len()
@@ -293,6 +304,19 @@ impl Skeletons {
             _ => self.own.get(trie, step, budget),
         }
     }
+
+    /// The skeleton [`Skeletons::get`] would give for `step` and `budget`,
+    /// if it is made already (a skeleton is a pass over the whole trie).
+    pub(super) fn made(&self, step: &TextStep, budget: u32) -> Option<Arc<Skeleton>> {
+        match &self.vocab {
+            Some(v) if (step.ascii, step.leads) == JSON_STRING_BODY || self.shared => {
+                v.0.table
+                    .made(step, budget)
+                    .or_else(|| self.own.made(step, budget))
+            }
+            _ => self.own.made(step, budget),
+        }
+    }
 }
 
 impl Lexeme {
@@ -319,6 +343,29 @@ impl Lexeme {
         let step = *self.runs.step(dfa, into)?;
         (step.to == into && self.runs.run(dfa, into) as usize >= self.trie.max_depth)
             .then_some(into)
+    }
+
+    /// The free zone a walk from `state` goes through before the skeleton
+    /// of its loop is made, if the zone is wider than the loop's step and
+    /// its skeleton is made already (a JSON string body's, the
+    /// vocabulary's). A search in a string (an unanchored `pattern`:
+    /// `push`, `^allow|deny$`) has loops whose steps leave out the
+    /// pattern's first bytes, each a skeleton of its own: a pass over the
+    /// whole trie (1-2 ms on Llama 3) for one walk, where the zone is every
+    /// character of a string and its walk scans the body's escapes. A
+    /// gathering that fails is not kept here (it would keep none for every
+    /// state it met, the loop's among them): the walk goes on as it would
+    /// have.
+    pub(super) fn zone_before_skeleton(&self, state: u32) -> Option<TextStep> {
+        let into = self.loop_into(state)?;
+        let step = *self.runs.step(self.dfa(), into)?;
+        let full = self.trie.max_depth as u32;
+        if self.skeletons.made(&step, full).is_some() {
+            return None;
+        }
+        let zone = self.wider_zone(state, ZONE_STATES, false)?;
+        ((zone.ascii, zone.leads) == JSON_STRING_BODY || self.skeletons.made(&zone, full).is_some())
+            .then_some(zone)
     }
 
     /// The [`Skeleton`] that serves `state` as the start of a chain: its

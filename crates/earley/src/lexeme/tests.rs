@@ -337,6 +337,43 @@ fn a_long_search_walks_through_its_zone() {
     assert!(zones >= 5, "loops walked through their zones: {zones}");
 }
 
+/// A search in a JSON string (an unanchored `pattern`) walks through the
+/// zone of every string character, whose skeleton is the vocabulary's
+/// string body's: its loops' own steps leave out the pattern's first
+/// bytes, and a skeleton of theirs would be a pass over the whole trie at
+/// a mask. Every walk is the full walk, lexemes shared or not.
+#[test]
+fn a_search_in_a_string_walks_through_the_bodys_skeleton() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let known = VocabSkeleton::json_string_body(&trie);
+    let made = known.0.table.len();
+    // A pattern's string holds no escapes (the lowering's).
+    let body = r#"[^"\\\x00-\x1F]"#;
+    let regex = format!(r#""{body}*(?:ab|y:){body}*""#);
+    for shared in [true, false] {
+        let skeletons = Arc::new(Skeletons::starting_with(&known, shared));
+        let l = Lexeme::new(
+            Making::Now(LexDfa::Lazy(
+                LazyDfa::build(&regex, &limits(false)).unwrap(),
+            )),
+            trie.clone(),
+            vocab.mask_words(),
+            skeletons.clone(),
+        );
+        // (A lazy automaton makes states as they are walked.)
+        let (mut state, mut zones) = (1, 0);
+        while state < l.dfa().num_states() as u32 {
+            zones += usize::from(l.zone_before_skeleton(state).is_some());
+            assert_index_is_the_full_walk(&l, state, l.state(state), &regex);
+            state += 1;
+        }
+        assert!(zones >= 1, "{zones} loops walked through the zone");
+        assert_eq!(skeletons.own.len(), 0, "no skeleton of a loop's own");
+        assert_eq!(known.0.table.len(), made, "nor the vocabulary's");
+    }
+}
+
 /// The last characters of strings of fixed and bounded length, on a
 /// vocabulary of words (most tokens shorter than the strings, some
 /// longer): each count is walked through the skeleton of exactly what
