@@ -115,6 +115,16 @@ pub(crate) struct Cfg {
     pub predictions: Box<[OnceLock<Predictions>]>,
 }
 
+impl Drop for Cfg {
+    /// Frees the recipes of the lexemes made for this grammar (see
+    /// [`Lexeme::release_recipe`]); a lexeme another grammar shares stays.
+    fn drop(&mut self) {
+        for lexeme in &self.lexemes {
+            lexeme.release_recipe();
+        }
+    }
+}
+
 /// What predicting a rule adds to a set: the positions of the predictions
 /// it leads to (its alternatives' starts, those of the rules they predict,
 /// and the positions past empty rules and lexemes), in the order a closure

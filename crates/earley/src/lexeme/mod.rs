@@ -73,7 +73,9 @@ const LANGUAGE_KEY_STATES: usize = 128;
 pub(crate) struct Lexeme {
     /// The automaton, once made (see [`Making`]).
     dfa: OnceLock<LexDfa>,
-    /// What a deferred automaton is made from, until it is.
+    /// What a deferred automaton is made from: kept once it is made too,
+    /// until a grammar holding the lexeme is dropped
+    /// ([`Lexeme::release_recipe`]).
     recipe: Mutex<Option<Recipe>>,
     /// What compiling this lexeme costs in DFA states (see
     /// [`Lexeme::compiled_states`]).
@@ -171,11 +173,12 @@ impl Lexeme {
     #[cold]
     fn make_dfa(&self) -> &LexDfa {
         self.dfa.get_or_init(|| {
-            let recipe = self
-                .recipe
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
+            // Read in place, not taken: freeing a big object's syntax tree
+            // (an allocation per node in `regex_syntax`'s drop) was a
+            // quarter of the first mask that made it.
+            let recipe = self.recipe.lock().unwrap_or_else(|e| e.into_inner());
+            let recipe = recipe
+                .as_ref()
                 .expect("a lexeme not made yet has its recipe");
             let made = match &recipe.source {
                 TreeSource::Tree(tree) => LazyDfa::from_hir(tree, &recipe.limits),
@@ -189,6 +192,17 @@ impl Lexeme {
                 }
             }
         })
+    }
+
+    /// Frees the recipe of a lexeme made already: called as a grammar
+    /// holding it is dropped, so that a made lexeme's syntax tree lives
+    /// no longer than the grammars that held it unmade, and is freed
+    /// outside any mask.
+    pub(crate) fn release_recipe(&self) {
+        if self.dfa.get().is_some() {
+            let spent = self.recipe.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop(spent);
+        }
     }
 
     /// The automaton's start state, without making a deferred one (a

@@ -801,6 +801,34 @@ fn intersections_under_a_long_length_index_as_their_full_walk() {
     assert!(shifted >= 100, "{shifted} states indexed through a shift");
 }
 
+/// A deferred lexeme reads its recipe in place when it is made, and
+/// frees it only when released (as a grammar holding it is dropped):
+/// freeing a big syntax tree is no mask's work.
+#[test]
+fn a_made_lexeme_keeps_its_tree_until_released() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let tree = Arc::new(tokensieve_automata::parse(r#""[ab]*""#).unwrap());
+    let recipe = Recipe {
+        source: TreeSource::Tree(tree.clone()),
+        limits: limits(false),
+        weight: 10,
+        nullable: false,
+    };
+    let l = Lexeme::new(
+        Making::Later(recipe),
+        trie,
+        vocab.mask_words(),
+        Arc::default(),
+    );
+    l.release_recipe();
+    assert_eq!(Arc::strong_count(&tree), 2, "an unmade lexeme keeps it");
+    assert!(l.dfa().next(l.dfa().start(), b'"') != DEAD);
+    assert_eq!(Arc::strong_count(&tree), 2, "making reads it in place");
+    l.release_recipe();
+    assert_eq!(Arc::strong_count(&tree), 1, "released once made");
+}
+
 /// A row becomes its sorted ids while they would take less than an
 /// eighth of its memory, and stays the row from there on, wherever
 /// they lie.
