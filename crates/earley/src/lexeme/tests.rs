@@ -801,6 +801,44 @@ fn intersections_under_a_long_length_index_as_their_full_walk() {
     assert!(shifted >= 100, "{shifted} states indexed through a shift");
 }
 
+/// A word count under a length (a product whose every word is a new
+/// state) tries no free zone before its loop's skeleton: a gathering
+/// would meet a new state at every character, each a product's
+/// expansion, and fail at its limit.
+#[test]
+fn an_intersection_gathers_no_zone_before_its_skeleton() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let char = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt])"#;
+    let regexes = [
+        r#""(?:[^"\\\s]+\s+){0,49}[^"\\\s]+""#.to_owned(),
+        format!(r#""{char}{{0,300}}""#),
+    ];
+    let regexes: Vec<&str> = regexes.iter().map(String::as_str).collect();
+    let product = LazyProduct::build(&regexes, &limits(false)).unwrap();
+    let l = Lexeme::new(
+        Making::Now(LexDfa::Product(product)),
+        trie.clone(),
+        vocab.mask_words(),
+        Arc::default(),
+    );
+    let mut rng = SplitMix64(41);
+    let mut state = l.dfa().next(l.dfa().start(), b'"');
+    let mut loops = 0;
+    for _ in 0..60 {
+        // Walks start from the held count (`Lexeme::index_state`), a loop.
+        let held = l.index_state(state);
+        loops += usize::from(l.loop_into(held).is_some());
+        let made = l.dfa().num_states();
+        assert!(l.zone_before_skeleton(held).is_none(), "state {held}");
+        assert_eq!(l.dfa().num_states(), made, "states made for a zone");
+        assert_walks_as_a_full_walk(&l, state, &format!("{regexes:?}"));
+        state = l.dfa().next(state, b"aab "[rng.below(4)]);
+        assert_ne!(state, DEAD);
+    }
+    assert!(loops >= 10, "{loops} held loops");
+}
+
 /// A deferred lexeme reads its recipe in place when it is made, and
 /// frees it only when released (as a grammar holding it is dropped):
 /// freeing a big syntax tree is no mask's work.
