@@ -1,6 +1,7 @@
 //! Tests of the lexeme rows against plain walks of the trie.
 
 use super::*;
+use tokensieve_automata::FIRST_LEAD;
 use tokensieve_core::Vocabulary;
 use tokensieve_core::testing::SplitMix64;
 
@@ -799,6 +800,68 @@ fn intersections_under_a_long_length_index_as_their_full_walk() {
         }
     }
     assert!(shifted >= 100, "{shifted} states indexed through a shift");
+}
+
+/// A skeleton narrowed from the JSON body's of the same budget is the one
+/// a pass over the trie makes, for steps that leave out some of the
+/// body's ASCII bytes, some of its lead bytes (ECMAScript's `.` leaves out
+/// U+2028's), or every lead byte, at every budget.
+#[test]
+fn narrowed_skeletons_are_the_skeletons_of_their_steps() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let body = json_string_body_step();
+    let full = trie.max_depth as u32;
+    let mut budgets = chain_budgets(full);
+    budgets.push(full);
+    let mut rng = SplitMix64(43);
+    let mut steps = vec![
+        TextStep {
+            leads: body.leads & !(1 << (0xE2 - FIRST_LEAD)),
+            utf8: false,
+            ..body
+        },
+        TextStep {
+            ascii: [
+                body.ascii[0] & !(1 << b':'),
+                body.ascii[1] & !(1 << (b'a' - 64)),
+            ],
+            ..body
+        },
+        TextStep {
+            leads: 0,
+            utf8: false,
+            ..body
+        },
+    ];
+    for _ in 0..20 {
+        let mut step = body;
+        for _ in 0..1 + rng.below(4) {
+            let b = rng.below(256) as u8;
+            if b < 0x80 {
+                step.ascii[b as usize / 64] &= !(1 << (b % 64));
+            } else if (FIRST_LEAD..=0xF4).contains(&b) {
+                step.leads &= !(1 << (b - FIRST_LEAD));
+                step.utf8 = false;
+            }
+        }
+        steps.push(step);
+    }
+    let mut parted = 0;
+    for budget in budgets {
+        let wide = Skeleton::new(&trie, &body, budget);
+        for step in &steps {
+            let made = Skeleton::new(&trie, step, budget);
+            let narrowed = Skeleton::narrowed(&trie, &wide, &body, step);
+            assert_eq!(
+                format!("{narrowed:?}"),
+                format!("{made:?}"),
+                "{step:?} within {budget}"
+            );
+            parted += made.escapes.len() - wide.escapes.len().min(made.escapes.len());
+        }
+    }
+    assert!(parted >= 100, "{parted} escapes more than the body's");
 }
 
 /// A word count under a length (a product whose every word is a new

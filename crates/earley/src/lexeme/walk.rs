@@ -171,6 +171,27 @@ impl Runs {
         }
     }
 
+    /// These runs less the token ranges `cut` (sorted, apart).
+    pub(super) fn without(&self, cut: &[(u32, u32)]) -> Runs {
+        let mut out = Runs::default();
+        let mut k = 0;
+        for &(mut a, b) in &self.runs {
+            while k < cut.len() && cut[k].1 <= a {
+                k += 1;
+            }
+            let mut j = k;
+            while j < cut.len() && cut[j].0 < b {
+                out.push(a, cut[j].0.max(a));
+                a = a.max(cut[j].1);
+                j += 1;
+            }
+            if a < b {
+                out.push(a, b);
+            }
+        }
+        out
+    }
+
     #[inline]
     pub(super) fn push(&mut self, start: u32, end: u32) {
         if start == end {
