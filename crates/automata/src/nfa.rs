@@ -305,6 +305,9 @@ struct Compiler<'h> {
     share: bool,
     /// How many loop bodies the compiler is inside ([`Slot::in_loop`]).
     loop_depth: u32,
+    /// The entry of every loop made ([`Compiler::looped`]), in the order
+    /// made: ascending.
+    loop_entries: Vec<u32>,
 }
 
 impl<'h> Compiler<'h> {
@@ -325,6 +328,7 @@ impl<'h> Compiler<'h> {
             blocks: HashMap::new(),
             share: true,
             loop_depth: 0,
+            loop_entries: Vec::new(),
         }
     }
 
@@ -489,7 +493,11 @@ impl<'h> Compiler<'h> {
                 if optional >= 2
                     && let Some(class) = byte_class(&r.sub)
                 {
-                    let mut at = self.run(&class, optional, next)?;
+                    let mut at = if self.reads_back(&class, next) {
+                        next
+                    } else {
+                        self.run(&class, optional, next)?
+                    };
                     for _ in 0..r.min {
                         at = self.compile(&r.sub, at)?;
                     }
@@ -554,12 +562,61 @@ impl<'h> Compiler<'h> {
         Ok(base + copies - 1)
     }
 
+    /// Whether `next` reads every byte of `class` back into itself
+    /// through its empty moves (`next` is a loop `Y*` with the class
+    /// within `Y`): then `X{0,n}` before it matches what `next` alone
+    /// does, and its copies are left out. A search for a bounded run
+    /// (`[a-zA-Z0-9_-]{1,40}` in a string: `.*X{1,40}.*`) otherwise kept a
+    /// thread for every copy after its match, a lazy DFA state of its own
+    /// for each of 40 characters, each walked anew.
+    fn reads_back(&self, class: &[(u8, u8)], next: u32) -> bool {
+        // Most runs come before no loop (JSON's whitespace before a colon,
+        // a quote or a union of keys).
+        if self.loop_entries.binary_search(&next).is_err() {
+            return false;
+        }
+        // The states `next` reaches without reading (at most 16), and the
+        // bytes that lead from one of them back to `next`.
+        let mut reached = [0u32; 16];
+        reached[0] = next;
+        let (mut len, mut k) = (1, 0);
+        let mut back = [0u64; 4];
+        let bytes = |(a, b): (u8, u8)| (a..=b).map(|x| (x as usize / 64, 1u64 << (x % 64)));
+        while k < len {
+            let q = reached[k];
+            k += 1;
+            match self.nfa.state(q) {
+                State::Union(alternates) => {
+                    for &a in alternates {
+                        if !reached[..len].contains(&a) {
+                            if len == reached.len() {
+                                return false;
+                            }
+                            reached[len] = a;
+                            len += 1;
+                        }
+                    }
+                }
+                State::Bytes(ranges) => {
+                    for t in ranges.iter().filter(|t| t.next == next) {
+                        bytes((t.start, t.end)).for_each(|(w, bit)| back[w] |= bit);
+                    }
+                }
+                State::Match | State::Run { .. } => {}
+            }
+        }
+        class
+            .iter()
+            .all(|&range| bytes(range).all(|(w, bit)| back[w] & bit != 0))
+    }
+
     /// `x{min,}` (`r`) before `next`: a loop through one copy of `x`,
     /// entered through the last of the required ones (or skipped).
     fn looped(&mut self, r: &'h Repetition, next: u32) -> Result<u32, GrammarError> {
         // Made apart (not interned): its alternates are written once the
         // body is made.
         let looped = self.push(Kind::Union, 0, 0)?;
+        self.loop_entries.push(looped);
         self.loop_depth += 1;
         let body = self.compile(&r.sub, looped);
         self.loop_depth -= 1;
@@ -1197,6 +1254,41 @@ mod tests {
                     "{regex} on {:?}",
                     String::from_utf8_lossy(&text)
                 );
+            }
+        }
+    }
+
+    /// `X{0,n}` before a loop that reads every byte of `X` back into
+    /// itself is the loop: no block of copies, the same texts. Before a
+    /// loop of a narrower class, or one whose body does not come back at
+    /// once, the copies stay.
+    #[test]
+    fn a_bounded_run_before_a_loop_that_reads_it_is_the_loop() {
+        let cases = [
+            (r"[a-c]{1,40}[a-d]*x", false),
+            (r"y[ab]{0,9}(?:[^y]|yy)*x", false),
+            (r"[a-c]{0,20}[a-b]*x", true),
+            (r"[ab]{0,20}(?:ab)*x", true),
+            (r"[ab]{0,5}(?:[ab]y)*x", true),
+        ];
+        let alphabet: [&[u8]; 5] = [b"a", b"b", b"c", b"y", b"x"];
+        let mut r = SplitMix64(13);
+        for (regex, copies) in cases {
+            let nfa = nfa(regex);
+            assert_eq!(!nfa.blocks.is_empty(), copies, "{regex}: copies kept");
+            let reference = crate::ByteDfa::build(regex, &crate::dfa::tests::limits()).unwrap();
+            let texts = (0..3_000).map(|_| {
+                let n = r.below(50);
+                (0..n)
+                    .flat_map(|_| alphabet[r.below(alphabet.len())])
+                    .copied()
+                    .collect::<Vec<u8>>()
+            });
+            let long = (0..60).map(|k| [&vec![b'a'; k][..], b"x"].concat());
+            for text in long.chain(texts) {
+                let expected = crate::lazy::tests::walk(&reference, &text)
+                    .is_some_and(|s| reference.is_accepting(s));
+                assert_eq!(matches(&nfa, &text), expected, "{regex} on {text:?}");
             }
         }
     }
