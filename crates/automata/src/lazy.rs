@@ -60,6 +60,10 @@ struct Row {
     forced: u16,
 }
 
+/// The most classes an expansion sorts as a list ([`LazyDfa::expand`]):
+/// more are put in order through a bitset.
+const SORTED_TOUCHED: usize = 16;
+
 /// The part that makes states, one thread at a time.
 #[derive(Debug)]
 struct Builder {
@@ -85,6 +89,9 @@ struct Builder {
     seeds: Vec<Vec<u32>>,
     /// Expansion scratch: the classes given seeds.
     touched: Vec<u8>,
+    /// Expansion scratch: each distinct seed set's first class, its owed
+    /// bytes and its state.
+    made: Vec<(usize, u8, u32)>,
     /// Closure scratch: the set it found.
     out: Vec<u32>,
     /// Expansion scratch: the set of the state expanded.
@@ -402,6 +409,7 @@ impl LazyDfa {
                 stack: Vec::new(),
                 seeds: Vec::new(),
                 touched: Vec::new(),
+                made: Vec::new(),
                 out: Vec::new(),
                 set: Vec::new(),
                 includes: hashbrown::HashMap::new(),
@@ -451,8 +459,16 @@ impl LazyDfa {
     fn row(&self, state: u32) -> &Row {
         match self.rows.get(state) {
             Some(row) => row,
-            None => self.rows.get_or_init(state, || self.expand(state)),
+            None => self.made_row(state),
         }
+    }
+
+    /// The row of a state no walk has reached yet, made now: kept out of
+    /// line, so that the look-ups inlined into every walk stay small.
+    #[cold]
+    #[inline(never)]
+    fn made_row(&self, state: u32) -> &Row {
+        self.rows.get_or_init(state, || self.expand(state))
     }
 
     /// The transitions of `state`, one per byte class (the state made
@@ -635,13 +651,31 @@ impl LazyDfa {
                 }
             }
         }
-        // In class order, as a pass over every class would make them.
-        touched.sort_unstable();
+        // In class order, as a pass over every class would make them: read
+        // off the classes' bits (sorting a wide state's hundred classes
+        // was a sixth of its expansion).
+        if touched.len() > SORTED_TOUCHED {
+            let mut bits = [0u64; 4];
+            for &c in &touched {
+                bits[c as usize / 64] |= 1 << (c % 64);
+            }
+            touched.clear();
+            for (w, &word) in bits.iter().enumerate() {
+                let mut x = word;
+                while x != 0 {
+                    touched.push((w * 64) as u8 + x.trailing_zeros() as u8);
+                    x &= x - 1;
+                }
+            }
+        } else {
+            touched.sort_unstable();
+        }
         let mut trans = vec![DEAD; n];
         // Most classes of a wide state (a string body) lead to one of a few
         // states: each distinct seed set is closed and interned once
         // (`made`: the first class of each, its owed bytes, its state).
-        let mut made: Vec<(usize, u8, u32)> = Vec::new();
+        let mut made = std::mem::take(&mut b.made);
+        made.clear();
         for &c in &touched {
             let c = c as usize;
             let byte = self.reps[c];
@@ -687,6 +721,7 @@ impl LazyDfa {
         }
         b.seeds = seeds;
         b.touched = touched;
+        b.made = made;
         b.set = set;
         b.bytes += trans.len() * 4 + std::mem::size_of::<Row>();
         Row {
