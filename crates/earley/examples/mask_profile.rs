@@ -13,7 +13,8 @@
 //! first finds its summaries made: the steady state). The time of each
 //! token is its mask and its step (`accept_token`), as `tokensieve bench`
 //! times it; the step's own median is printed too. `TOP=K` prints the K
-//! slowest tokens (default 40). `HASHES=FILE` writes a hash of every
+//! slowest tokens (default 40), each with its mask's number.
+//! `HASHES=FILE` writes a hash of every
 //! mask of the first compile's walks to `FILE`, one per line (the later
 //! walks find their summaries made): two builds compared
 //! mask for mask (`cmp`) on real schemas and texts; with `IDS=1`, each
@@ -139,11 +140,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let mut times: Vec<(u128, String, String)> = times
+    // Each token's median, its text before, the token and its mask's
+    // number (for `PROFILE_AT`).
+    let mut times: Vec<(u128, String, String, usize)> = times
         .into_iter()
-        .map(|(mut each, before, token)| {
+        .enumerate()
+        .map(|(k, (mut each, before, token))| {
             each.sort_unstable();
-            (each[each.len() / 2], before, token)
+            (each[each.len() / 2], before, token, k)
         })
         .collect();
     times.sort_by_key(|t| std::cmp::Reverse(t.0));
@@ -167,8 +171,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sorted[n - 1]
     );
     let top: usize = std::env::var("TOP").map_or(Ok(40), |t| t.parse())?;
-    for (ns, before, token) in times.iter().take(top) {
-        println!("{ns:>9} ns  after {before:?} -> {token:?}");
+    for (ns, before, token, k) in times.iter().take(top) {
+        println!("{ns:>9} ns  #{k:<5} after {before:?} -> {token:?}");
     }
     Ok(())
 }
