@@ -527,19 +527,16 @@ fn push_exits_below(top: usize, depth: u32, exits: &mut Vec<(u32, u32)>) {
 
 /// [`accepting_loop`] of the states a walk met lately, by state: a walk
 /// goes back and forth between a few (an identifier's first and later
-/// letters).
-struct LoopCache([(u32, [u64; 2]); 4]);
-
-impl Default for LoopCache {
-    fn default() -> Self {
-        LoopCache([(DEAD, [0; 2]); 4])
-    }
-}
+/// letters). Its slots are made on the first question: most scans (one
+/// per escape of a string body's skeleton, a thousand a walk) ask none.
+#[derive(Default)]
+struct LoopCache(Option<[(u32, [u64; 2]); 4]>);
 
 impl LoopCache {
     #[inline]
     fn get(&mut self, state: u32, make: impl FnOnce() -> [u64; 2]) -> [u64; 2] {
-        let slot = &mut self.0[state as usize % 4];
+        let slots = self.0.get_or_insert([(DEAD, [0; 2]); 4]);
+        let slot = &mut slots[state as usize % 4];
         if slot.0 != state {
             *slot = (state, make());
         }
