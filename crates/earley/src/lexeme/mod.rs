@@ -99,6 +99,9 @@ pub(crate) struct Lexeme {
     zones: Grow<Option<TextStep>>,
     /// The [`LoopWalk`] of each loop state walked through a skeleton.
     loops: Mutex<HashMap<u32, Arc<LoopWalk>>>,
+    /// The scans below the closing quotes of a chain's skeleton, by the
+    /// skeleton and the state past the quote ([`Lexeme::quote_scans`]).
+    quote_scans: Mutex<HashMap<QuoteKey, Arc<QuoteScans>>>,
     /// Pairs of states [`Lexeme::same_walks`] was asked about, and its
     /// answers.
     alike: Mutex<HashMap<(u32, u32), bool>>,
@@ -152,6 +155,7 @@ impl Lexeme {
             runs,
             zones: Grow::default(),
             loops: Mutex::default(),
+            quote_scans: Mutex::default(),
             alike: Mutex::default(),
             after_keys,
         }

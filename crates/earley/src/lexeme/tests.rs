@@ -422,6 +422,38 @@ fn chains_near_their_end_walk_as_a_full_walk() {
     assert!(cleared >= 4, "walks that cleared the refused: {cleared}");
 }
 
+/// A chain's states scan the subtrees below their closing quotes once
+/// between them: every quote's scan at once where each leads to one state
+/// (a string of at most some length), each quote's alone where some lead
+/// nowhere (below a minimum length) or elsewhere (two strings of
+/// different lengths followed by different text). Every walk is the full
+/// walk.
+#[test]
+fn quotes_of_a_chain_are_scanned_once_for_its_states() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let regexes = [
+        r#""(?:[^"\\]|\\["\\]){0,30}" *,"#,
+        r#""[^"\\]{4,30}" *:"#,
+        r#""(?:[^"\\]{0,12}"a|[^"\\]{3,6}"b)"#,
+    ];
+    let mut kept = 0;
+    for regex in regexes {
+        let l = eager_lexeme(regex, &vocab, &trie, &limits(true));
+        for state in 1..l.dfa().num_states() as u32 {
+            assert_walks_as_a_full_walk(&l, state, regex);
+        }
+        kept += l.quote_scans.lock().unwrap().len();
+    }
+    let [whole, alone] = super::skeleton::QUOTE_WALKS.with(|c| c.get());
+    assert!(kept >= 3, "quote scans kept: {kept}");
+    assert!(
+        whole >= 10,
+        "chain walks taking every quote at once: {whole}"
+    );
+    assert!(alone >= 10, "quotes taken alone: {alone}");
+}
+
 /// A string value that ends its lexeme walks its body once for every
 /// lexeme on the vocabulary (the vocabulary's walk, whatever the key
 /// before it); a body that goes on past its quote takes that walk and
