@@ -686,7 +686,7 @@ impl Lexeme {
                 }
             }
             stack[n.depth as usize - 1] = row;
-            self.scan_range(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
+            self.scan_nodes(e, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
         }
         let none = Runs::default();
         let (quote_kept, quote_refused) = match quotes.as_deref().filter(|_| all_quotes) {

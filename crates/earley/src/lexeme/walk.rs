@@ -400,7 +400,36 @@ impl Lexeme {
     /// The scan's pass over the nodes `first..end` (one subtree, or one
     /// node and its subtree), `stack` holding the transitions of the state
     /// above `first`: token runs kept and refused, and the exits.
+    #[inline]
     pub(super) fn scan_range<'s>(
+        &'s self,
+        first: usize,
+        end: usize,
+        stack: &mut [&'s [u32]],
+        kept: &mut Runs,
+        refused: &mut Runs,
+        exits: &mut Vec<(u32, u32)>,
+    ) {
+        // One subtree whose top byte is refused (a line feed below a
+        // string's skeleton: most of a walk's escapes): refused here,
+        // without the scan's setup.
+        let trie = &*self.trie;
+        if first >= end {
+            return;
+        }
+        let n = trie.nodes[first];
+        if n.next as usize == end
+            && stack[n.depth as usize - 1][self.dfa().classes()[n.byte as usize] as usize] == DEAD
+        {
+            refused.push(trie.token_start[first], trie.token_start[end]);
+            return;
+        }
+        self.scan_nodes(first, end, stack, kept, refused, exits);
+    }
+
+    /// [`Lexeme::scan_range`] past its first check (for a caller that
+    /// made it).
+    pub(super) fn scan_nodes<'s>(
         &'s self,
         first: usize,
         end: usize,
