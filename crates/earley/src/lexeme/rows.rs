@@ -26,7 +26,9 @@ impl Lexeme {
             } else if let Some((skeleton, into)) = self.loop_skeleton(state) {
                 let limit = if skeleton.escapes.len() >= ZONE_ESCAPES {
                     ZONE_STATES
-                } else if skeleton.escape_nodes * ZONE_SPAN_SHARE >= trie.nodes.len() {
+                } else if (skeleton.escape_nodes + self.entry_nodes(state, into)) * ZONE_SPAN_SHARE
+                    >= trie.nodes.len()
+                {
                     SMALL_ZONE_STATES
                 } else {
                     0
@@ -49,7 +51,10 @@ impl Lexeme {
                     self.scan_escapes(state, into, &skeleton, &mut walk);
                 }
             } else if let Some(skeleton) = self.chain_skeleton(state) {
-                self.scan_chain(state, &skeleton, &mut walk);
+                match self.chain_zone(state, &skeleton) {
+                    Some(zone) => self.scan_zone(state, &zone, &mut walk),
+                    None => self.scan_chain(state, &skeleton, &mut walk),
+                }
             } else {
                 // A pass from the root covers every token: where the
                 // refused runs hold fewer (most of a wide state's), the row

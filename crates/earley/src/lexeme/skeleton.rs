@@ -607,6 +607,84 @@ impl Lexeme {
             .then_some(zone)
     }
 
+    /// The trie nodes a walk from `state` into the loop `into` scans from
+    /// `state` itself ([`Lexeme::scan_escapes`]): below the root's
+    /// children whose byte `state` takes elsewhere than into the loop. In
+    /// a search (an unanchored URL pattern, after `https://`) every byte
+    /// but the next of the match goes back to the search, so these are
+    /// most of the trie (the space's subtree alone is a third of Llama
+    /// 3's), though the loop's own escapes are few.
+    pub(super) fn entry_nodes(&self, state: u32, into: u32) -> usize {
+        if state == into {
+            return 0;
+        }
+        let (trie, dfa) = (&*self.trie, self.dfa());
+        let Some(step) = self.runs.step(dfa, state) else {
+            return 0;
+        };
+        let (first, classes) = (dfa.row(state), dfa.classes());
+        let (bytes, kids) = trie.kids(0);
+        bytes
+            .iter()
+            .zip(kids)
+            .filter(|&(&b, _)| {
+                let into_loop = if b < 0x80 {
+                    step.ascii[b as usize / 64] >> (b % 64) & 1 == 1
+                } else {
+                    step.takes_lead(b)
+                };
+                !into_loop && first[classes[b as usize] as usize] != DEAD
+            })
+            .map(|(_, &c)| (trie.nodes[c as usize].next - c) as usize)
+            .sum()
+    }
+
+    /// The free zone a chain's walk from `state` goes through instead of
+    /// its skeleton, where the chain's scans would read at least a
+    /// [`ZONE_SPAN_SHARE`] of the trie: the subtrees below the escapes and
+    /// the frontier that the chain's states take on. A search in a string
+    /// has such chains (`w3id.org` unanchored: after `w3id` the step is
+    /// ECMAScript's `.` for one character, then `o`), whose every byte
+    /// past the budget goes back to the search, so that the frontier is
+    /// every node two characters down, scanned node by node from each
+    /// partial match (3 ms for one mask on Llama 3); the zone is every
+    /// character of the string, whose skeleton is the vocabulary's body's.
+    /// Not for an intersection or a counted repetition, as
+    /// [`Lexeme::zone_before_skeleton`].
+    pub(super) fn chain_zone(&self, state: u32, skeleton: &Skeleton) -> Option<TextStep> {
+        let dfa = self.dfa();
+        if matches!(dfa, LexDfa::Product(_) | LexDfa::Counted(_)) {
+            return None;
+        }
+        let trie = &*self.trie;
+        let classes = dfa.classes();
+        let mut at = state;
+        let mut rows: Vec<&[u32]> = vec![dfa.row(at)];
+        for _ in 0..skeleton.deepest {
+            at = self.runs.step(dfa, at)?.to;
+            rows.push(dfa.row(at));
+        }
+        let takes = |row: &[u32], byte: u8| row[classes[byte as usize] as usize] != DEAD;
+        let below = |e: u32| (trie.nodes[e as usize].next - e) as usize;
+        let mut read = 0;
+        for (&e, &chars) in skeleton.escapes.iter().zip(&skeleton.escape_chars) {
+            if takes(rows[chars as usize], trie.nodes[e as usize].byte) {
+                read += below(e);
+            }
+        }
+        let past = rows[skeleton.budget.min(skeleton.deepest) as usize];
+        for f in skeleton.frontier.iter().filter(|f| takes(past, f.byte)) {
+            read += f.nodes.iter().map(|&e| below(e)).sum::<usize>();
+        }
+        if read * ZONE_SPAN_SHARE < trie.nodes.len() {
+            return None;
+        }
+        let zone = self.wider_zone(state, ZONE_STATES, true)?;
+        let full = trie.max_depth as u32;
+        ((zone.ascii, zone.leads) == JSON_STRING_BODY || self.skeletons.made(&zone, full).is_some())
+            .then_some(zone)
+    }
+
     /// The [`Skeleton`] that serves `state` as the start of a chain: its
     /// text step repeats, each time to a state of its own (the count of a
     /// bounded string). The budget is the run below [`EXACT_BUDGETS`], the

@@ -375,6 +375,56 @@ fn a_search_in_a_string_walks_through_the_bodys_skeleton() {
     }
 }
 
+/// A search whose pattern has a one-character wildcard (`ab.y`,
+/// unanchored) has chains: after `ab` the step is any character once,
+/// then `y`, and every other byte goes back to the search, so the
+/// chain's frontier is most of the trie. Those states walk through the
+/// zone of every string character instead (the vocabulary's body
+/// skeleton), and every walk is the full walk, lexemes shared or not;
+/// a string of bounded length keeps its chains.
+#[test]
+fn a_search_with_a_wildcard_walks_its_chains_through_the_zone() {
+    let vocab = vocabulary();
+    let trie = Arc::new(TokenTrie::new(&vocab));
+    let known = VocabSkeleton::json_string_body(&trie);
+    let body = r#"[^"\\\x00-\x1F]"#;
+    for (regex, zoned) in [
+        (format!(r#""{body}*ab{body}y{body}*""#), true),
+        (format!(r#""{body}{{0,9}}""#), false),
+    ] {
+        for shared in [true, false] {
+            let skeletons = Arc::new(Skeletons::starting_with(&known, shared));
+            let l = Lexeme::new(
+                Making::Now(LexDfa::Lazy(
+                    LazyDfa::build(&regex, &limits(false)).unwrap(),
+                )),
+                trie.clone(),
+                vocab.mask_words(),
+                skeletons,
+            );
+            let (mut state, mut zones) = (1, 0);
+            while state < l.dfa().num_states() as u32 {
+                let chain = l.is_wide(state)
+                    && l.zone_before_skeleton(state).is_none()
+                    && l.loop_skeleton(state).is_none();
+                if let Some(skeleton) = chain.then(|| l.chain_skeleton(state)).flatten() {
+                    zones += usize::from(l.chain_zone(state, &skeleton).is_some());
+                }
+                assert_index_is_the_full_walk(&l, state, l.state(state), &regex);
+                state += 1;
+            }
+            if zoned {
+                assert!(
+                    zones >= 1,
+                    "{regex}: {zones} chains walked through the zone"
+                );
+            } else {
+                assert_eq!(zones, 0, "{regex}: a bounded string's chains are its own");
+            }
+        }
+    }
+}
+
 /// The last characters of strings of fixed and bounded length, on a
 /// vocabulary of words (most tokens shorter than the strings, some
 /// longer): each count is walked through the skeleton of exactly what
