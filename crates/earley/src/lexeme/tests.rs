@@ -947,11 +947,11 @@ fn narrowed_skeletons_are_the_skeletons_of_their_steps() {
 }
 
 /// A word count under a length (a product whose every word is a new
-/// state) tries no free zone before its loop's skeleton: a gathering
-/// would meet a new state at every character, each a product's
-/// expansion, and fail at its limit.
+/// state) tries no free zone, before its loop's skeleton or in place of
+/// it: a gathering would meet a new state at every character, each a
+/// product's expansion, and fail at its limit.
 #[test]
-fn an_intersection_gathers_no_zone_before_its_skeleton() {
+fn an_intersection_gathers_no_zone() {
     let vocab = vocabulary();
     let trie = Arc::new(TokenTrie::new(&vocab));
     let char = r#"(?:[^"\\\x00-\x1F]|\\["\\/bfnrt])"#;
@@ -978,6 +978,11 @@ fn an_intersection_gathers_no_zone_before_its_skeleton() {
         assert!(l.zone_before_skeleton(held).is_none(), "state {held}");
         assert_eq!(l.dfa().num_states(), made, "states made for a zone");
         assert_walks_as_a_full_walk(&l, state, &format!("{regexes:?}"));
+        assert_walks_as_a_full_walk(&l, held, &format!("{regexes:?}"));
+        assert!(
+            l.zones.get(held).is_none() && l.zones.get(state).is_none(),
+            "a zone gathered from state {held}"
+        );
         state = l.dfa().next(state, b"aab "[rng.below(4)]);
         assert_ne!(state, DEAD);
     }
