@@ -24,7 +24,15 @@ impl Lexeme {
             if let Some(zone) = self.zone_before_skeleton(state) {
                 self.scan_zone(state, &zone, &mut walk);
             } else if let Some((skeleton, into)) = self.loop_skeleton(state) {
-                let limit = if skeleton.escapes.len() >= ZONE_ESCAPES {
+                // No zone in an intersection or a counted repetition (see
+                // `Lexeme::zone_before_skeleton`): a word count under a
+                // length gathered up to its limit at each new word and
+                // found nothing (Github_hard o21073: 11.9 -> 7.2 M
+                // instructions for its slowest mask).
+                let held = matches!(self.dfa(), LexDfa::Product(_) | LexDfa::Counted(_));
+                let limit = if held {
+                    0
+                } else if skeleton.escapes.len() >= ZONE_ESCAPES {
                     ZONE_STATES
                 } else if (skeleton.escape_nodes + self.entry_nodes(state, into)) * ZONE_SPAN_SHARE
                     >= trie.nodes.len()
@@ -33,13 +41,7 @@ impl Lexeme {
                 } else {
                     0
                 };
-                // Nor in an intersection or a counted repetition (see
-                // `Lexeme::zone_before_skeleton`): a word count under a
-                // length gathered up to its limit at each new word and
-                // found nothing (Github_hard o21073: 11.9 -> 7.2 M
-                // instructions for its slowest mask).
-                let held = matches!(self.dfa(), LexDfa::Product(_) | LexDfa::Counted(_));
-                if limit > 0 && !held && self.zone_is_wider(state, limit) {
+                if limit > 0 && self.zone_is_wider(state, limit) {
                     // A search in a string (an unanchored `pattern`): the
                     // loop's escapes are the bytes that go on a partial
                     // match, most of the trie; the zone's are the quote's

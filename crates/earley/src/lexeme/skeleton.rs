@@ -50,6 +50,16 @@ pub(super) struct Frontier {
     pub(super) byte: u8,
     pub(super) nodes: Vec<u32>,
     pub(super) tokens: Runs,
+    /// Trie nodes below `nodes`, summed: what scanning them costs.
+    pub(super) nodes_below: usize,
+}
+
+/// The trie nodes below each of `nodes`, summed.
+fn nodes_below(trie: &TokenTrie, nodes: &[u32]) -> usize {
+    nodes
+        .iter()
+        .map(|&n| (trie.nodes[n as usize].next - n) as usize)
+        .sum()
 }
 
 impl Skeleton {
@@ -154,6 +164,7 @@ impl Skeleton {
             }
             s.frontier.push(Frontier {
                 byte: byte as u8,
+                nodes_below: nodes_below(trie, &nodes),
                 nodes,
                 tokens,
             });
@@ -281,9 +292,11 @@ impl Skeleton {
             if kept.is_empty() {
                 continue;
             }
+            let nodes: Vec<u32> = kept.iter().map(|&j| f.nodes[j]).collect();
             s.frontier.push(Frontier {
                 byte: f.byte,
-                nodes: kept.iter().map(|&j| f.nodes[j]).collect(),
+                nodes_below: nodes_below(trie, &nodes),
+                nodes,
                 tokens: f.tokens.without(&cut),
             });
         }
@@ -657,6 +670,13 @@ impl Lexeme {
             return None;
         }
         let trie = &*self.trie;
+        let need = trie.nodes.len().div_ceil(ZONE_SPAN_SHARE);
+        // Most chains (a bounded string's) could not read that much even
+        // if every escape and frontier node were taken.
+        let frontier: usize = skeleton.frontier.iter().map(|f| f.nodes_below).sum();
+        if skeleton.escape_nodes + frontier < need {
+            return None;
+        }
         let classes = dfa.classes();
         let mut at = state;
         let mut rows: Vec<&[u32]> = vec![dfa.row(at)];
@@ -665,18 +685,22 @@ impl Lexeme {
             rows.push(dfa.row(at));
         }
         let takes = |row: &[u32], byte: u8| row[classes[byte as usize] as usize] != DEAD;
-        let below = |e: u32| (trie.nodes[e as usize].next - e) as usize;
-        let mut read = 0;
+        let past = rows[skeleton.budget.min(skeleton.deepest) as usize];
+        let mut read: usize = skeleton
+            .frontier
+            .iter()
+            .filter(|f| takes(past, f.byte))
+            .map(|f| f.nodes_below)
+            .sum();
         for (&e, &chars) in skeleton.escapes.iter().zip(&skeleton.escape_chars) {
+            if read >= need {
+                break;
+            }
             if takes(rows[chars as usize], trie.nodes[e as usize].byte) {
-                read += below(e);
+                read += (trie.nodes[e as usize].next - e) as usize;
             }
         }
-        let past = rows[skeleton.budget.min(skeleton.deepest) as usize];
-        for f in skeleton.frontier.iter().filter(|f| takes(past, f.byte)) {
-            read += f.nodes.iter().map(|&e| below(e)).sum::<usize>();
-        }
-        if read * ZONE_SPAN_SHARE < trie.nodes.len() {
+        if read < need {
             return None;
         }
         let zone = self.wider_zone(state, ZONE_STATES, true)?;
