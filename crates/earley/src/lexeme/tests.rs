@@ -96,6 +96,22 @@ fn lexeme_with(
     )
 }
 
+/// `regex` as a lazily built lexeme on `trie` (of `vocab`), with
+/// `skeletons`.
+fn lazy_lexeme_with(
+    regex: &str,
+    vocab: &Vocabulary,
+    trie: &Arc<TokenTrie>,
+    skeletons: Arc<Skeletons>,
+) -> Lexeme {
+    Lexeme::new(
+        Making::Now(LexDfa::Lazy(LazyDfa::build(regex, &limits(false)).unwrap())),
+        trie.clone(),
+        vocab.mask_words(),
+        skeletons,
+    )
+}
+
 /// The walk without taking subtrees whole: every node visited.
 fn plain_walk(l: &Lexeme, state: u32) -> (Vec<u32>, Vec<(u32, u32)>) {
     let trie = &*l.trie;
@@ -354,14 +370,7 @@ fn a_search_in_a_string_walks_through_the_bodys_skeleton() {
     let regex = format!(r#""{body}*(?:ab|y:){body}*""#);
     for shared in [true, false] {
         let skeletons = Arc::new(Skeletons::starting_with(&known, shared));
-        let l = Lexeme::new(
-            Making::Now(LexDfa::Lazy(
-                LazyDfa::build(&regex, &limits(false)).unwrap(),
-            )),
-            trie.clone(),
-            vocab.mask_words(),
-            skeletons.clone(),
-        );
+        let l = lazy_lexeme_with(&regex, &vocab, &trie, skeletons.clone());
         // (A lazy automaton makes states as they are walked.)
         let (mut state, mut zones) = (1, 0);
         while state < l.dfa().num_states() as u32 {
@@ -394,14 +403,7 @@ fn a_search_with_a_wildcard_walks_its_chains_through_the_zone() {
     ] {
         for shared in [true, false] {
             let skeletons = Arc::new(Skeletons::starting_with(&known, shared));
-            let l = Lexeme::new(
-                Making::Now(LexDfa::Lazy(
-                    LazyDfa::build(&regex, &limits(false)).unwrap(),
-                )),
-                trie.clone(),
-                vocab.mask_words(),
-                skeletons,
-            );
+            let l = lazy_lexeme_with(&regex, &vocab, &trie, skeletons);
             let (mut state, mut zones) = (1, 0);
             while state < l.dfa().num_states() as u32 {
                 let chain = l.is_wide(state)
