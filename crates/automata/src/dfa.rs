@@ -93,6 +93,17 @@ impl TextStep {
     pub fn takes_lead(&self, b: u8) -> bool {
         (FIRST_LEAD..=0xF4).contains(&b) && self.leads >> (b - FIRST_LEAD) & 1 == 1
     }
+
+    /// Whether the characters that start with byte `b` lead to `to`: the
+    /// ASCII byte itself, or every well-formed character of a lead byte.
+    #[inline]
+    pub fn takes_first(&self, b: u8) -> bool {
+        if b < 0x80 {
+            self.ascii[b as usize / 64] >> (b % 64) & 1 == 1
+        } else {
+            self.takes_lead(b)
+        }
+    }
 }
 
 /// What a walk of a token trie needs of a byte automaton: an eager

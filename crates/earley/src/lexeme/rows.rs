@@ -29,8 +29,7 @@ impl Lexeme {
                 // length gathered up to its limit at each new word and
                 // found nothing (Github_hard o21073: 11.9 -> 7.2 M
                 // instructions for its slowest mask).
-                let held = matches!(self.dfa(), LexDfa::Product(_) | LexDfa::Counted(_));
-                let limit = if held {
+                let limit = if self.holds_counts() {
                     0
                 } else if skeleton.escapes.len() >= ZONE_ESCAPES {
                     ZONE_STATES

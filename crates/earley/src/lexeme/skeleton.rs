@@ -606,7 +606,7 @@ impl Lexeme {
     /// word count under a length, `^(?:\S+\s+){0,29}\S+$` with
     /// `maxLength`: 3.7 ms for one mask, three quarters of it the trial).
     pub(super) fn zone_before_skeleton(&self, state: u32) -> Option<TextStep> {
-        if matches!(self.dfa(), LexDfa::Product(_) | LexDfa::Counted(_)) {
+        if self.holds_counts() {
             return None;
         }
         let into = self.loop_into(state)?;
@@ -640,16 +640,31 @@ impl Lexeme {
         bytes
             .iter()
             .zip(kids)
-            .filter(|&(&b, _)| {
-                let into_loop = if b < 0x80 {
-                    step.ascii[b as usize / 64] >> (b % 64) & 1 == 1
-                } else {
-                    step.takes_lead(b)
-                };
-                !into_loop && first[classes[b as usize] as usize] != DEAD
-            })
+            .filter(|&(&b, _)| !step.takes_first(b) && first[classes[b as usize] as usize] != DEAD)
             .map(|(_, &c)| (trie.nodes[c as usize].next - c) as usize)
             .sum()
+    }
+
+    /// Whether this lexeme's automaton holds counts in its states (an
+    /// intersection, a counted repetition): a free zone's gathering would
+    /// meet a new state at every character.
+    pub(super) fn holds_counts(&self) -> bool {
+        matches!(self.dfa(), LexDfa::Product(_) | LexDfa::Counted(_))
+    }
+
+    /// The rows of a chain's states from `state`, each its text step from
+    /// the one before, `depth` steps down (`None` where the run is
+    /// shorter).
+    fn chain_rows(&self, state: u32, depth: u32) -> Option<Vec<&[u32]>> {
+        let dfa = self.dfa();
+        let mut rows: Vec<&[u32]> = Vec::with_capacity(depth as usize + 1);
+        let mut at = state;
+        rows.push(dfa.row(at));
+        for _ in 0..depth {
+            at = self.runs.step(dfa, at)?.to;
+            rows.push(dfa.row(at));
+        }
+        Some(rows)
     }
 
     /// The free zone a chain's walk from `state` goes through instead of
@@ -665,11 +680,10 @@ impl Lexeme {
     /// Not for an intersection or a counted repetition, as
     /// [`Lexeme::zone_before_skeleton`].
     pub(super) fn chain_zone(&self, state: u32, skeleton: &Skeleton) -> Option<TextStep> {
-        let dfa = self.dfa();
-        if matches!(dfa, LexDfa::Product(_) | LexDfa::Counted(_)) {
+        if self.holds_counts() {
             return None;
         }
-        let trie = &*self.trie;
+        let (dfa, trie) = (self.dfa(), &*self.trie);
         let need = trie.nodes.len().div_ceil(ZONE_SPAN_SHARE);
         // Most chains (a bounded string's) could not read that much even
         // if every escape and frontier node were taken.
@@ -678,12 +692,7 @@ impl Lexeme {
             return None;
         }
         let classes = dfa.classes();
-        let mut at = state;
-        let mut rows: Vec<&[u32]> = vec![dfa.row(at)];
-        for _ in 0..skeleton.deepest {
-            at = self.runs.step(dfa, at)?.to;
-            rows.push(dfa.row(at));
-        }
+        let rows = self.chain_rows(state, skeleton.deepest)?;
         let takes = |row: &[u32], byte: u8| row[classes[byte as usize] as usize] != DEAD;
         let past = rows[skeleton.budget.min(skeleton.deepest) as usize];
         let mut read: usize = skeleton
@@ -735,13 +744,9 @@ impl Lexeme {
         let dfa = self.dfa();
         // The chain's states, each the step of the one before: within the
         // run, as the skeleton's budget is.
-        let mut rows: Vec<&[u32]> = Vec::with_capacity(skeleton.deepest as usize + 1);
-        let mut at = state;
-        rows.push(dfa.row(at));
-        for _ in 0..skeleton.deepest {
-            at = self.runs.step(dfa, at).expect("a step within the run").to;
-            rows.push(dfa.row(at));
-        }
+        let rows = self
+            .chain_rows(state, skeleton.deepest)
+            .expect("a step within the run");
         let mut stack: Vec<&[u32]> = vec![&[]; trie.max_depth + 1];
         let mut kept = Runs::default();
         let mut refused = Runs::default();
@@ -984,12 +989,7 @@ impl Lexeme {
         let (bytes, kids) = trie.kids(0);
         for (&b, &c) in bytes.iter().zip(kids) {
             let (c, end) = (c as usize, trie.nodes[c as usize].next as usize);
-            let into_loop = if b < 0x80 {
-                step.ascii[b as usize / 64] >> (b % 64) & 1 == 1
-            } else {
-                step.takes_lead(b)
-            };
-            if !into_loop {
+            if !step.takes_first(b) {
                 stack[0] = first;
                 self.scan_range(c, end, &mut stack, &mut kept, &mut refused, &mut walk.exits);
                 continue;
