@@ -898,6 +898,8 @@ impl Lexeme {
     /// parent, read down the escape's path (escapes come in preorder: each
     /// path goes on from the last one's).
     pub(super) fn scan_zone(&self, state: u32, zone: &TextStep, walk: &mut Walk) {
+        #[cfg(test)]
+        ZONE_WALKS.with(|c| c.set(c.get() + 1));
         let trie = &*self.trie;
         let dfa = self.dfa();
         let classes = dfa.classes();
@@ -1094,6 +1096,8 @@ thread_local! {
     /// Chain walks that took every quote's scan at once, and quotes whose
     /// scan was taken alone (see [`Lexeme::scan_chain`]).
     pub(super) static QUOTE_WALKS: std::cell::Cell<[usize; 2]> = const { std::cell::Cell::new([0; 2]) };
+    /// Walks through a free zone ([`Lexeme::scan_zone`]).
+    pub(super) static ZONE_WALKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// [`QuoteScans`] a lexeme keeps: a string has one state past its quote,

@@ -409,10 +409,17 @@ fn a_search_with_a_wildcard_walks_its_chains_through_the_zone() {
                 let chain = l.is_wide(state)
                     && l.zone_before_skeleton(state).is_none()
                     && l.loop_skeleton(state).is_none();
-                if let Some(skeleton) = chain.then(|| l.chain_skeleton(state)).flatten() {
-                    zones += usize::from(l.chain_zone(state, &skeleton).is_some());
-                }
-                assert_index_is_the_full_walk(&l, state, l.state(state), &regex);
+                let zoned_chain = chain
+                    && l.chain_skeleton(state)
+                        .is_some_and(|skeleton| l.chain_zone(state, &skeleton).is_some());
+                zones += usize::from(zoned_chain);
+                let walks = super::skeleton::ZONE_WALKS.with(|c| c.get());
+                assert_index_is_the_full_walk(&l, state, &l.build_state(state), &regex);
+                let walked = super::skeleton::ZONE_WALKS.with(|c| c.get()) > walks;
+                assert!(
+                    !zoned_chain || walked,
+                    "{regex}: chain state {state} walked without its zone"
+                );
                 state += 1;
             }
             if zoned {
